@@ -1,0 +1,348 @@
+"""Coarsening: partition an op graph into groups that are placed as one unit.
+
+Every level is a function with the same contract, checked by the tests:
+
+* every op is in exactly one group;
+* the quotient graph (one node per group) is a DAG, groups numbered in a topological order;
+* the bytes on quotient edges equal the bytes on op edges between different groups.
+
+Levels:
+
+* ``ops``: no coarsening, one group per op.
+* ``fused``: ops fused into one executed layer by the OpenVINO CPU runtime form one group (Moirai: a
+  placement must not break the backend's fusions). See :mod:`placement_gym.fusion`.
+* ``k``: further DAG-preserving merges down to at most ``K`` groups, HSDAG-style: single-successor /
+  single-predecessor chains and small groups first, heavy edges before light ones, never a cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_gym.errors import CoarseningError, CyclicGraphError, PlacementError, UnknownNameError
+from placement_gym.graph import CompGraph
+
+LEVELS = ("ops", "fused", "k")
+
+
+@dataclass(eq=False)
+class CoarseGraph:
+    """An op graph, its partition into groups, and the quotient graph of the groups.
+
+    Attributes:
+        ops: The op graph, ``n`` nodes.
+        assignment: Group of each op, shape ``(n,)``, int64 in ``0..G-1``, topologically numbered.
+        graph: The quotient graph, ``G`` nodes (see :meth:`CompGraph.quotient`).
+        level: How the partition was made (``"ops"``, ``"fused"``, ``"fused+k64"``...).
+    """
+
+    ops: CompGraph
+    assignment: np.ndarray
+    graph: CompGraph
+    level: str
+
+    @classmethod
+    def from_assignment(cls, ops: CompGraph, labels: Sequence[int] | np.ndarray, level: str) -> CoarseGraph:
+        """Build from any group labels (renumbered topologically).
+
+        Raises:
+            CyclicGraphError: If the groups' quotient has a cycle.
+        """
+        assignment = canonical_assignment(ops, labels)
+        assignment.flags.writeable = False
+        return cls(ops, assignment, ops.quotient(assignment), level)
+
+    @property
+    def num_groups(self) -> int:
+        return self.graph.num_nodes
+
+    def members(self, group: int) -> np.ndarray:
+        """Op indices in ``group``, ascending."""
+        return np.flatnonzero(self.assignment == group)
+
+    def expand(self, placement: np.ndarray) -> np.ndarray:
+        """Per-op placement from a per-group placement of shape ``(G,)``."""
+        placement = np.asarray(placement)
+        if placement.shape != (self.num_groups,):
+            raise PlacementError(f"placement has shape {placement.shape}, expected ({self.num_groups},)")
+        return placement[self.assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"CoarseGraph({self.ops.meta.get('name', '?')!r}, level={self.level!r}, groups={self.num_groups})"
+        )
+
+
+def canonical_assignment(graph: CompGraph, labels: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Renumber arbitrary group labels ``0..G-1`` in a topological order of the quotient.
+
+    Groups are ordered by a stable topological sort (ties: the group whose first op comes first).
+
+    Raises:
+        CoarseningError: If ``labels`` does not have one entry per op.
+        CyclicGraphError: If the quotient of the groups has a cycle.
+    """
+    labels = np.asarray(labels)
+    if labels.shape != (graph.num_nodes,):
+        raise CoarseningError(f"need one group label per op ({graph.num_nodes}), got shape {labels.shape}")
+    _, dense = np.unique(labels, return_inverse=True)
+    n_groups = int(dense.max()) + 1 if len(dense) else 0
+    first = np.full(n_groups, graph.num_nodes, dtype=np.int64)
+    np.minimum.at(first, dense, np.arange(graph.num_nodes))
+    gs, gd = dense[graph.edge_src], dense[graph.edge_dst]
+    cross = gs != gd
+    succ: list[set[int]] = [set() for _ in range(n_groups)]
+    indeg = np.zeros(n_groups, dtype=np.int64)
+    for s, d in set(zip(gs[cross].tolist(), gd[cross].tolist())):
+        succ[s].add(d)
+        indeg[d] += 1
+    ready = [(int(first[g]), g) for g in range(n_groups) if indeg[g] == 0]
+    heapq.heapify(ready)
+    rank = np.empty(n_groups, dtype=np.int64)
+    done = 0
+    while ready:
+        _, g = heapq.heappop(ready)
+        rank[g] = done
+        done += 1
+        for d in succ[g]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(ready, (int(first[d]), d))
+    if done != n_groups:
+        raise CyclicGraphError(
+            f"the groups' quotient graph has a cycle ({n_groups - done} groups on or after it)"
+        )
+    return rank[dense].astype(np.int64)
+
+
+class _MutableQuotient:
+    """Groups under successive merges, with the cycle test a merge needs."""
+
+    def __init__(self, graph: CompGraph, labels: np.ndarray) -> None:
+        self.parent = list(range(int(labels.max()) + 1 if len(labels) else 0))
+        n = len(self.parent)
+        self.succ: list[set[int]] = [set() for _ in range(n)]
+        self.pred: list[set[int]] = [set() for _ in range(n)]
+        self.edge_bytes: dict[tuple[int, int], int] = {}
+        for s, d, b in zip(
+            labels[graph.edge_src].tolist(), labels[graph.edge_dst].tolist(), graph.edge_bytes.tolist()
+        ):
+            if s != d:
+                self.succ[s].add(d)
+                self.pred[d].add(s)
+                self.edge_bytes[(s, d)] = self.edge_bytes.get((s, d), 0) + b
+        self.alive = set(range(n))
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def _reaches_indirectly(self, a: int, b: int) -> bool:
+        """Whether a path of length >= 2 leads from ``a`` to ``b``."""
+        stack = [s for s in self.succ[a] if s != b]
+        seen = set(stack)
+        while stack:
+            g = stack.pop()
+            if g == b:
+                return True
+            for s in self.succ[g]:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return False
+
+    def can_merge(self, a: int, b: int) -> bool:
+        """Whether merging groups ``a`` and ``b`` keeps the quotient acyclic."""
+        return a != b and not self._reaches_indirectly(a, b) and not self._reaches_indirectly(b, a)
+
+    def merge(self, a: int, b: int) -> int:
+        """Merge ``b`` into ``a`` (the caller checked :meth:`can_merge`); returns ``a``."""
+        for s in list(self.succ[b]):
+            self.pred[s].discard(b)
+            if s != a:
+                self.pred[s].add(a)
+                self.succ[a].add(s)
+                self.edge_bytes[(a, s)] = self.edge_bytes.get((a, s), 0) + self.edge_bytes.pop((b, s))
+            else:
+                self.edge_bytes.pop((b, s))
+        for p in list(self.pred[b]):
+            self.succ[p].discard(b)
+            if p != a:
+                self.succ[p].add(a)
+                self.pred[a].add(p)
+                self.edge_bytes[(p, a)] = self.edge_bytes.get((p, a), 0) + self.edge_bytes.pop((p, b))
+            else:
+                self.edge_bytes.pop((p, b))
+        self.succ[a].discard(a)
+        self.pred[a].discard(a)
+        self.succ[b], self.pred[b] = set(), set()
+        self.parent[b] = a
+        self.alive.discard(b)
+        return a
+
+    def labels(self, labels: np.ndarray) -> np.ndarray:
+        return np.array([self.find(g) for g in labels.tolist()], dtype=np.int64)
+
+
+def coarsen_ops(graph: CompGraph) -> CoarseGraph:
+    """No coarsening: group ``i`` is op ``i``."""
+    return CoarseGraph.from_assignment(graph, np.arange(graph.num_nodes), "ops")
+
+
+def coarsen_fused(graph: CompGraph, fused_layers: Iterable[Iterable[str]]) -> CoarseGraph:
+    """Group the ops that the runtime executes as one fused layer.
+
+    Args:
+        graph: The op graph (node names are OpenVINO friendly names).
+        fused_layers: For each executed runtime layer, the names of the IR ops fused into it (rt_info
+            ``originalLayersNames``); names not in ``graph`` (constants, inputs) are ignored.
+
+    Ops named by no layer (the runtime renames some, e.g. a MatMul folded into a FullyConnected under
+    its bias Add's name) join the group of their only consumer, else of their only producer. A merge that
+    would make the quotient cyclic is skipped, so the result always satisfies the contract.
+    """
+    index = {name: i for i, name in enumerate(graph.names)}
+    state = _MutableQuotient(graph, np.arange(graph.num_nodes))
+    named = np.zeros(graph.num_nodes, dtype=bool)
+    for layer in fused_layers:
+        members = [index[n] for n in layer if n in index and not named[index[n]]]
+        named[members] = True
+        for m in members[1:]:
+            a, b = state.find(members[0]), state.find(m)
+            if a != b and state.can_merge(a, b):
+                state.merge(a, b)
+    succs, preds = graph.successors(), graph.predecessors()
+    for i in np.flatnonzero(~named).tolist():
+        for neighbours in (succs[i], preds[i]):
+            targets = {state.find(int(j)) for j in neighbours}
+            if len(targets) == 1:
+                a, b = targets.pop(), state.find(i)
+                if a != b and state.can_merge(a, b):
+                    state.merge(a, b)
+                    break
+    return CoarseGraph.from_assignment(graph, state.labels(np.arange(graph.num_nodes)), "fused")
+
+
+def coarsen_k(coarse: CoarseGraph | CompGraph, k: int) -> CoarseGraph:
+    """Merge groups, never creating a cycle, until at most ``k`` remain.
+
+    Candidate merges are the quotient's edges, cheapest first: the priority of edge ``(u, v)`` is the
+    combined size of ``u`` and ``v`` (share of FLOPs plus share of bytes), halved for chain edges (``u``
+    has one successor or ``v`` one predecessor, which can never close a cycle); ties go to the heavier edge.
+    Unconnected groups are merged smallest first when no edge is left.
+
+    Args:
+        coarse: A coarse graph to merge further, or an op graph (starts from one group per op).
+        k: Maximum number of groups, ``k >= 1``.
+
+    Raises:
+        CoarseningError: If ``k < 1``.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise CoarseningError(f"k must be an integer >= 1, got {k!r}")
+    if isinstance(coarse, CompGraph):
+        coarse = coarsen_ops(coarse)
+    level = f"{coarse.level}+k{k}"
+    if coarse.num_groups <= k:
+        return CoarseGraph(coarse.ops, coarse.assignment, coarse.graph, level)
+    q = coarse.graph
+    flops, size = q.nodes["flops"], q.nodes["out_bytes"] + q.nodes["param_bytes"]
+    weight = list(flops / max(flops.sum(), 1.0) + size / max(float(size.sum()), 1.0))
+    total_bytes = max(float(q.edge_bytes.sum()), 1.0)
+    state = _MutableQuotient(q, np.arange(q.num_nodes))
+    stamp = [0] * q.num_nodes
+
+    def push(heap: list, u: int, v: int) -> None:
+        chain = len(state.succ[u]) == 1 or len(state.pred[v]) == 1
+        prio = (weight[u] + weight[v]) * (0.5 if chain else 1.0)
+        heapq.heappush(heap, (prio, -state.edge_bytes[(u, v)] / total_bytes, u, v, stamp[u], stamp[v]))
+
+    def fill() -> list:
+        heap: list = []
+        for u, v in state.edge_bytes:
+            push(heap, u, v)
+        return heap
+
+    heap = fill()
+    while len(state.alive) > k:
+        merged = False
+        while heap:
+            _, _, u, v, su, sv = heapq.heappop(heap)
+            if su != stamp[u] or sv != stamp[v] or u not in state.alive or v not in state.alive:
+                continue
+            if state.can_merge(u, v):
+                a = state.merge(u, v)
+                weight[a] += weight[v]
+                stamp[a] += 1
+                for s in state.succ[a]:
+                    push(heap, a, s)
+                for p in state.pred[a]:
+                    push(heap, p, a)
+                merged = True
+                break
+        if merged:
+            continue
+        if state.edge_bytes:
+            heap = fill()  # an edge refused earlier may be legal now that its bypass path merged
+            if not heap:
+                break
+            continue
+        # No edges: merge the two smallest groups, which no path connects.
+        a, b = sorted(state.alive, key=lambda g: weight[g])[:2]
+        weight[a] += weight[b]
+        state.merge(a, b)
+    labels = state.labels(coarse.assignment)
+    return CoarseGraph.from_assignment(coarse.ops, labels, level)
+
+
+def check_contract(coarse: CoarseGraph) -> None:
+    """Raise ``AssertionError`` if ``coarse`` breaks the coarsening contract (used by tests and debug)."""
+    a, ops, q = coarse.assignment, coarse.ops, coarse.graph
+    if a.shape != (ops.num_nodes,) or (len(a) and (a.min() != 0 or a.max() != q.num_nodes - 1)):
+        raise AssertionError("assignment does not cover groups 0..G-1")
+    if np.any(np.bincount(a, minlength=q.num_nodes) == 0):
+        raise AssertionError("empty group")
+    if np.any(q.edge_src >= q.edge_dst):
+        raise AssertionError("quotient not in topological order")
+    cross = a[ops.edge_src] != a[ops.edge_dst]
+    if int(ops.edge_bytes[cross].sum()) != int(q.edge_bytes.sum()):
+        raise AssertionError("edge bytes not conserved")
+
+
+def coarsen(
+    graph: CompGraph,
+    level: str,
+    *,
+    k: int | None = None,
+    fused_layers: Iterable[Iterable[str]] | None = None,
+) -> CoarseGraph:
+    """Coarsen ``graph`` at ``level`` (one of :data:`LEVELS`).
+
+    Args:
+        graph: The op graph.
+        level: ``"ops"``, ``"fused"`` or ``"k"``.
+        k: For ``"k"`` (required) and optionally ``"fused"``: merge further down to at most ``k`` groups.
+        fused_layers: For ``"fused"`` and ``"k"``: the runtime's fused layers; ``"k"`` without them starts
+            from single ops.
+
+    Raises:
+        UnknownNameError: For an unknown level.
+        CoarseningError: If ``k`` is missing for ``"k"``, ``k < 1``, or ``"fused"`` lacks ``fused_layers``.
+    """
+    if level not in LEVELS:
+        raise UnknownNameError("coarsening level", level, LEVELS)
+    if level == "ops":
+        base = coarsen_ops(graph)
+    else:
+        if level == "fused" and fused_layers is None:
+            raise CoarseningError("the 'fused' level needs the runtime's fused layers (fused_layers=...)")
+        base = coarsen_fused(graph, fused_layers) if fused_layers is not None else coarsen_ops(graph)
+        if level == "k" and k is None:
+            raise CoarseningError("the 'k' level needs k (the maximum number of groups)")
+    return coarsen_k(base, k) if k is not None else base

@@ -1,0 +1,172 @@
+"""Devices and platforms, described by data (YAML files in this folder), not code.
+
+A :class:`Platform` is a list of :class:`Device` s and the :class:`Link` s between them. A device says how
+to reach it in OpenVINO (device string, compile properties, an explicit inference precision) and, for
+the simulator, its performance profile. ``local`` is special: it is built from what
+``openvino.Core().available_devices`` offers on this machine (see :func:`local_platform`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from placement_gym.errors import PlacementGymError, UnknownNameError
+
+_DIR = Path(__file__).parent
+KINDS = ("cpu", "gpu", "npu", "virtual")
+PRECISIONS = ("f32", "f16", "bf16", "i8")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a group can be placed on.
+
+    Attributes:
+        name: Unique name within the platform (``"cpu"``, ``"gpu"``, ``"cpu0"``...).
+        kind: One of :data:`KINDS` (``virtual``: a share of a real device, e.g. one CPU core).
+        ov_device: OpenVINO device string (``"CPU"``, ``"GPU.0"``, ``"NPU"``).
+        precision: Inference precision (``f32``, ``f16``, ``bf16``), passed to OpenVINO as
+            ``INFERENCE_PRECISION_HINT`` and used by the simulator's peak-FLOP/s lookup.
+        ov_config: Further compile properties (``INFERENCE_NUM_THREADS``, ``ENABLE_CPU_PINNING``...).
+        memory_bytes: Memory capacity for weights and live activations.
+        peak_flops: Peak FLOP/s per precision.
+        mem_bandwidth: Memory bandwidth in bytes/s.
+        launch_overhead: Fixed cost per executed layer (kernel launch, scheduling), seconds.
+        op_efficiency: Fraction of the roofline an op type reaches (key ``"default"`` for the rest).
+    """
+
+    name: str
+    kind: str
+    ov_device: str
+    precision: str
+    memory_bytes: int
+    peak_flops: dict[str, float]
+    mem_bandwidth: float
+    launch_overhead: float
+    ov_config: dict[str, Any] = field(default_factory=dict)
+    op_efficiency: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise PlacementGymError(f"device {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        if self.precision not in PRECISIONS:
+            raise PlacementGymError(
+                f"device {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}"
+            )
+        if self.precision not in self.peak_flops:
+            raise PlacementGymError(
+                f"device {self.name!r} has no peak_flops for its precision {self.precision!r}"
+            )
+
+    def compile_config(self) -> dict[str, Any]:
+        """OpenVINO compile properties for this device, precision included."""
+        return {**self.ov_config, "INFERENCE_PRECISION_HINT": self.precision}
+
+    def efficiency(self, op_type: str) -> float:
+        return self.op_efficiency.get(op_type, self.op_efficiency.get("default", 1.0))
+
+
+@dataclass(frozen=True)
+class Link:
+    """A transfer path between two devices: ``latency + bytes / bandwidth`` seconds per tensor."""
+
+    latency: float
+    bandwidth: float
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Devices and links.
+
+    Attributes:
+        name: Registry name (``"cpu-dgpu"``...).
+        description: One line, with what the figures are modelled on.
+        devices: The devices; a placement's entries index this list.
+        links: ``links[(i, j)]`` for every ordered pair of distinct devices.
+        host: Index of the device where the model's inputs arrive and outputs are read.
+        sources: Citations for the figures.
+    """
+
+    name: str
+    description: str
+    devices: tuple[Device, ...]
+    links: dict[tuple[int, int], Link]
+    host: int = 0
+    sources: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [d.name for d in self.devices]
+        if not names or len(set(names)) != len(names):
+            raise PlacementGymError(
+                f"platform {self.name!r} needs at least one device and unique device names"
+            )
+        for i in range(len(names)):
+            for j in range(len(names)):
+                if i != j and (i, j) not in self.links:
+                    raise PlacementGymError(f"platform {self.name!r} has no link {names[i]} -> {names[j]}")
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def device_index(self, name: str) -> int:
+        """Index of the device called ``name``.
+
+        Raises:
+            UnknownNameError: If the platform has no such device (lists the ones it has).
+        """
+        for i, d in enumerate(self.devices):
+            if d.name == name:
+                return i
+        raise UnknownNameError(f"device of platform {self.name!r}", name, [d.name for d in self.devices])
+
+
+def platform_from_dict(data: dict[str, Any]) -> Platform:
+    """Build a platform from its YAML/dict form (see the files in this folder)."""
+    devices = tuple(Device(**d) for d in data["devices"])
+    index = {d.name: i for i, d in enumerate(devices)}
+    default = data.get("default_link")
+    links: dict[tuple[int, int], Link] = {}
+    if default:
+        links = {(i, j): Link(**default) for i in range(len(devices)) for j in range(len(devices)) if i != j}
+    for spec in data.get("links", []):
+        try:
+            i, j = index[spec["src"]], index[spec["dst"]]
+        except KeyError as exc:
+            raise UnknownNameError("device in link", str(exc.args[0]), index) from None
+        links[(i, j)] = Link(latency=spec["latency"], bandwidth=spec["bandwidth"])
+        if spec.get("bidirectional", True):
+            links[(j, i)] = links[(i, j)]
+    return Platform(
+        name=data["name"],
+        description=data.get("description", ""),
+        devices=devices,
+        links=links,
+        host=index.get(data.get("host", devices[0].name), 0),
+        sources=tuple(data.get("sources", ())),
+    )
+
+
+def platform_names() -> list[str]:
+    """Names of all platforms: the YAML files here plus ``local``."""
+    return sorted({p.stem for p in _DIR.glob("*.yaml")} | {"local"})
+
+
+def load_platform(name: str) -> Platform:
+    """The platform called ``name``.
+
+    Raises:
+        UnknownNameError: If there is no such platform (lists the known ones).
+    """
+    if name == "local":
+        from placement_gym.platforms.local import local_platform
+
+        return local_platform()
+    path = _DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise UnknownNameError("platform", name, platform_names())
+    return platform_from_dict(yaml.safe_load(path.read_text()))

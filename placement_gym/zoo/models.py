@@ -1,0 +1,205 @@
+"""The benchmark networks: each a named, versioned recipe that builds a torch module with random weights.
+
+Latency does not depend on weight values, so nothing is downloaded: every model is built from a config.
+A recipe's ``version`` changes whenever what it builds changes (architecture, input shape, precision of
+the IR), so results recorded with one version are never silently compared with another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from placement_gym.errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build one benchmark network.
+
+    Attributes:
+        name: Stable name, used in env IDs (``DevicePlacement-<name>-v0``).
+        version: Version of the graph this recipe builds (bumped on any change to ``build``/``inputs``).
+        description: One line for listings.
+        build: Returns the torch module (eval mode, random weights, seeded).
+        inputs: Example inputs, name -> tensor, with the static shapes the IR is converted with.
+        config: The architecture settings, recorded with the cached IR.
+    """
+
+    name: str
+    version: int
+    description: str
+    build: Callable[[], nn.Module]
+    inputs: Callable[[], dict[str, torch.Tensor]]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _seeded(fn: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        return fn().eval()
+
+    return build
+
+
+def _image(size: int) -> Callable[[], dict[str, torch.Tensor]]:
+    return lambda: {"pixel_values": torch.zeros(1, 3, size, size)}
+
+
+def _tokens(seq_len: int) -> Callable[[], dict[str, torch.Tensor]]:
+    return lambda: {
+        "input_ids": torch.ones(1, seq_len, dtype=torch.int64),
+        "attention_mask": torch.ones(1, seq_len, dtype=torch.int64),
+        "token_type_ids": torch.zeros(1, seq_len, dtype=torch.int64),
+    }
+
+
+class _TokensToHidden(nn.Module):
+    """A transformers text model traced as (input_ids, attention_mask, token_type_ids) -> hidden states."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return out.last_hidden_state
+
+
+class _ImageInput(nn.Module):
+    """An image model traced as pixel_values -> logits (unwraps transformers' output objects)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        out = self.model(pixel_values)
+        return out if isinstance(out, torch.Tensor) else out.logits
+
+
+_BERT_BASE = dict(
+    hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, vocab_size=30522
+)
+_BERT_TINY = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=128
+)
+
+
+def _bert(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import BertConfig, BertModel
+
+        config = BertConfig(**cfg, attn_implementation="eager")
+        return _TokensToHidden(BertModel(config, add_pooling_layer=True))
+
+    return build
+
+
+def _resnet50() -> nn.Module:
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    config = ResNetConfig(
+        embedding_size=64,
+        hidden_sizes=[256, 512, 1024, 2048],
+        depths=[3, 4, 6, 3],
+        layer_type="bottleneck",
+        num_labels=1000,
+    )
+    return _ImageInput(ResNetForImageClassification(config))
+
+
+def _inception_v3() -> nn.Module:
+    from placement_gym.zoo.inception_v3 import InceptionV3
+
+    return _ImageInput(InceptionV3())
+
+
+class TinyBranchyCNN(nn.Module):
+    """A tiny CNN with two parallel branches (for tests): 3x16x16 input, 10 logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.left = nn.Sequential(
+            nn.Conv2d(8, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 8, 3, padding=1),
+            nn.ReLU(),
+        )
+        self.right = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU(), nn.MaxPool2d(3, 1, 1))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(pixel_values))
+        x = torch.cat([self.left(x), self.right(x)], 1).mean((2, 3))
+        return self.fc(x)
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in [
+        ModelSpec(
+            "inception_v3",
+            1,
+            "Inception-V3, 299x299, batch 1 (CVPR 2016)",
+            _seeded(_inception_v3),
+            _image(299),
+            {"input": [1, 3, 299, 299], "aux_logits": False, "num_classes": 1000},
+        ),
+        ModelSpec(
+            "resnet50",
+            1,
+            "ResNet-50 (transformers ResNetForImageClassification), 224x224, batch 1",
+            _seeded(_resnet50),
+            _image(224),
+            {"input": [1, 3, 224, 224], "num_classes": 1000},
+        ),
+        ModelSpec(
+            "bert",
+            1,
+            "BERT-base encoder with pooler, sequence length 128, batch 1",
+            _seeded(_bert(_BERT_BASE)),
+            _tokens(128),
+            {**_BERT_BASE, "seq_len": 128, "attn": "eager"},
+        ),
+        ModelSpec(
+            "tiny_bert",
+            1,
+            "2-layer BERT, hidden 32, sequence length 16 (tests)",
+            _seeded(_bert(_BERT_TINY)),
+            _tokens(16),
+            {**_BERT_TINY, "seq_len": 16, "attn": "eager"},
+        ),
+        ModelSpec(
+            "tiny_cnn",
+            1,
+            "tiny CNN with two parallel branches, 16x16 (tests)",
+            _seeded(TinyBranchyCNN),
+            _image(16),
+            {"input": [1, 3, 16, 16]},
+        ),
+    ]
+}
+
+#: The models the paper-style benchmarks use.
+BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")
+
+
+def get_spec(name: str) -> ModelSpec:
+    """The recipe registered under ``name``.
+
+    Raises:
+        UnknownNameError: If no model of that name exists (the message lists the known ones).
+    """
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise UnknownNameError("model", name, MODELS) from None
