@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError
 from placement_gym.platforms import Platform
@@ -52,14 +53,18 @@ class LatencyBackend(abc.ABC):
     Attributes:
         name: Registry name of the backend kind (``"simulated"``, ``"measured"``...).
         deterministic: True if the same placement always gets the same latency.
-        graph: The coarse graph whose groups are placed.
+        benchmark: The model (op graph, fused layers, the OpenVINO model for execution/profiling).
+        graph: The coarse graph of ``benchmark.ops`` whose groups are placed.
         platform: The devices.
     """
 
     name: str = "backend"
     deterministic: bool = False
 
-    def __init__(self, graph: CoarseGraph, platform: Platform) -> None:
+    def __init__(self, benchmark: Benchmark, graph: CoarseGraph, platform: Platform) -> None:
+        if graph.ops is not benchmark.ops and graph.ops.names != benchmark.ops.names:
+            raise ValueError("graph must be a coarsening of benchmark.ops")
+        self.benchmark = benchmark
         self.graph = graph
         self.platform = platform
 

@@ -1,0 +1,35 @@
+"""Latency backends behind one interface (:class:`LatencyBackend`), selected by name."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from placement_gym.backends.base import LatencyBackend, LatencyResult
+from placement_gym.errors import UnknownNameError
+
+#: Backend name -> "module:class", imported on first use (the measured backend pulls in OpenVINO runtime).
+BACKENDS = {
+    "simulated": "placement_gym.backends.simulated:SimulatedBackend",
+    "measured": "placement_gym.backends.measured:MeasuredBackend",
+}
+
+
+def backend_class(name: str) -> type[LatencyBackend]:
+    """The backend class registered as ``name``.
+
+    Raises:
+        UnknownNameError: If ``name`` is not in :data:`BACKENDS`.
+    """
+    if name not in BACKENDS:
+        raise UnknownNameError("backend", name, BACKENDS)
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_backend(name: str, benchmark: Any, graph: Any, platform: Any, **options: Any) -> LatencyBackend:
+    """Instantiate backend ``name`` for ``graph`` (a coarsening of ``benchmark.ops``) on ``platform``."""
+    return backend_class(name)(benchmark, graph, platform, **options)
+
+
+__all__ = ["BACKENDS", "LatencyBackend", "LatencyResult", "backend_class", "make_backend"]
