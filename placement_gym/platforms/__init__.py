@@ -37,6 +37,8 @@ class Device:
         mem_bandwidth: Memory bandwidth in bytes/s.
         launch_overhead: Fixed cost per executed layer (kernel launch, scheduling), seconds.
         op_efficiency: Fraction of the roofline an op type reaches (key ``"default"`` for the rest).
+        invoke_overhead: Fixed cost, seconds, each time the device starts a subgraph (a group none of whose
+            predecessors runs on the same device): an NPU inference call, a separate infer request.
     """
 
     name: str
@@ -49,6 +51,7 @@ class Device:
     launch_overhead: float
     ov_config: dict[str, Any] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
+    invoke_overhead: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -61,6 +64,18 @@ class Device:
             raise PlacementGymError(
                 f"device {self.name!r} has no peak_flops for its precision {self.precision!r}"
             )
+        numbers = {"memory_bytes": self.memory_bytes, "mem_bandwidth": self.mem_bandwidth}
+        numbers.update({f"peak_flops[{k}]": v for k, v in self.peak_flops.items()})
+        for key, value in numbers.items():
+            if not value > 0:
+                raise PlacementGymError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
+        if not (self.launch_overhead >= 0 and self.invoke_overhead >= 0):
+            raise PlacementGymError(f"device {self.name!r}: overheads must be >= 0 seconds")
+        for op, eff in self.op_efficiency.items():
+            if not 0 < eff <= 1:
+                raise PlacementGymError(
+                    f"device {self.name!r}: op_efficiency[{op!r}] = {eff!r} not in (0, 1]"
+                )
 
     def compile_config(self) -> dict[str, Any]:
         """OpenVINO compile properties for this device, precision included."""
@@ -76,6 +91,13 @@ class Link:
 
     latency: float
     bandwidth: float
+
+    def __post_init__(self) -> None:
+        if not (self.latency >= 0 and self.bandwidth > 0):
+            raise PlacementGymError(
+                f"a link needs latency >= 0 and bandwidth > 0, got latency={self.latency!r}, "
+                f"bandwidth={self.bandwidth!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -125,20 +147,39 @@ class Platform:
         raise UnknownNameError(f"device of platform {self.name!r}", name, [d.name for d in self.devices])
 
 
+def _numeric_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """A device spec with its numbers as numbers: YAML 1.1 reads ``76.8e9`` (no exponent sign) as a string."""
+    out = dict(spec)
+    try:
+        out["memory_bytes"] = int(float(out["memory_bytes"]))
+        for key in ("mem_bandwidth", "launch_overhead", "invoke_overhead"):
+            if key in out:
+                out[key] = float(out[key])
+        for key in ("peak_flops", "op_efficiency"):
+            if key in out:
+                out[key] = {k: float(v) for k, v in out[key].items()}
+    except (TypeError, ValueError) as exc:
+        raise PlacementGymError(
+            f"device {spec.get('name')!r}: a numeric field is not a number ({exc})"
+        ) from exc
+    return out
+
+
 def platform_from_dict(data: dict[str, Any]) -> Platform:
     """Build a platform from its YAML/dict form (see the files in this folder)."""
-    devices = tuple(Device(**d) for d in data["devices"])
+    devices = tuple(Device(**_numeric_fields(d)) for d in data["devices"])
     index = {d.name: i for i, d in enumerate(devices)}
     default = data.get("default_link")
     links: dict[tuple[int, int], Link] = {}
     if default:
+        default = {k: float(v) for k, v in default.items()}
         links = {(i, j): Link(**default) for i in range(len(devices)) for j in range(len(devices)) if i != j}
     for spec in data.get("links", []):
         try:
             i, j = index[spec["src"]], index[spec["dst"]]
         except KeyError as exc:
             raise UnknownNameError("device in link", str(exc.args[0]), index) from None
-        links[(i, j)] = Link(latency=spec["latency"], bandwidth=spec["bandwidth"])
+        links[(i, j)] = Link(latency=float(spec["latency"]), bandwidth=float(spec["bandwidth"]))
         if spec.get("bidirectional", True):
             links[(j, i)] = links[(i, j)]
     return Platform(

@@ -1,0 +1,224 @@
+"""The ``local`` platform: the devices OpenVINO offers on this machine.
+
+Built from ``openvino.Core().available_devices`` when first asked for:
+
+* Only a CPU (the usual case on CI and laptops without a supported GPU): two *virtual* CPU devices
+  ``cpu0`` and ``cpu1`` (kind ``virtual``, OpenVINO device ``"CPU"``), each compiled with one inference
+  thread (``INFERENCE_NUM_THREADS=1``), ``ENABLE_CPU_PINNING=False`` and an explicit ``f32`` precision.
+  Without disabling pinning, two 1-thread models started concurrently are pinned to the same core and run
+  one after the other; with it, the OS scheduler puts them on different cores and they really overlap (see
+  REFERENCES.md, measured here). f32 is explicit because the CPU plugin would otherwise pick bf16 on CPUs
+  with avx512_bf16/AMX, silently changing what is measured. Each gets half of 80% of the physical RAM.
+* A CPU plus GPUs/NPUs: one ``cpu`` device (all cores, f32) plus one device per GPU (``gpu0``...; f16,
+  the GPU plugin's native precision) and an ``npu`` (f16).
+
+Links between virtual CPU devices are in-process copies. Their figures are measured once per machine and
+OpenVINO version and cached (``<cache>/platform/local-...``): the bandwidth of a large ``memcpy``, and as
+the fixed cost the time of a small copy. The same measurement gives each virtual CPU's ``invoke_overhead``:
+the time of one synchronous ``infer()`` of a one-op model, i.e. what every extra subgraph costs.
+Peak FLOP/s come from the CPU's vector width and clock (only used by the roofline fallback; the
+simulator profiles local devices for real, see :mod:`placement_gym.backends.profiling`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement_gym.platforms import Device, Link, Platform
+
+#: Compile properties of a virtual CPU device (one core each, able to run concurrently).
+VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}
+#: Version of the link/overhead measurement below (bump when it changes).
+MEASURE_VERSION = 1
+_RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
+
+
+def _cpu_info() -> tuple[str, float, set[str]]:
+    """(model name, clock in GHz, flags) from /proc/cpuinfo; conservative defaults elsewhere."""
+    name, ghz, flags = "unknown-cpu", 2.0, set()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return name, ghz, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "model name" and name == "unknown-cpu":
+            name = value
+        elif key == "cpu MHz" and ghz == 2.0:
+            ghz = float(value) / 1000.0
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    return name, ghz, flags
+
+
+def _core_peak_flops(ghz: float, flags: set[str]) -> dict[str, float]:
+    """Peak FLOP/s of one core: 2 FMA units x f32 lanes x 2 FLOP x clock (bf16 doubles with avx512_bf16)."""
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    f32 = 2 * lanes * 2 * ghz * 1e9
+    peaks = {"f32": f32}
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        peaks["bf16"] = 2 * f32
+    return peaks
+
+
+def _physical_ram() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def _median_time(fn: Any, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def measure_local_figures() -> dict[str, float]:
+    """Measure copy bandwidth, copy latency and the per-``infer()`` overhead of a 1-thread f32 CPU model.
+
+    Returns:
+        ``{"copy_bandwidth": B/s, "copy_latency": s, "invoke_overhead": s}``.
+    """
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    big = np.ones(16 * 2**20 // 8)  # 16 MiB
+    dst = np.empty_like(big)
+    np.copyto(dst, big)  # fault the pages in
+    bandwidth = big.nbytes / _median_time(lambda: np.copyto(dst, big), 9)
+    small, small_dst = np.ones(128), np.empty(128)
+    latency = _median_time(lambda: np.copyto(small_dst, small), 201)
+
+    param = ops.parameter([1, 16], ov.Type.f32, name="x")
+    model = ov.Model([ops.relu(param)], [param], "one_op")
+    compiled = ov.Core().compile_model(
+        model, "CPU", {**VIRTUAL_CPU_CONFIG, "INFERENCE_PRECISION_HINT": "f32"}
+    )
+    request = compiled.create_infer_request()
+    x = np.ones((1, 16), dtype=np.float32)
+    for _ in range(20):
+        request.infer([x])
+    invoke = _median_time(lambda: request.infer([x]), 201)
+    return {"copy_bandwidth": bandwidth, "copy_latency": latency, "invoke_overhead": invoke}
+
+
+def local_figures() -> dict[str, float]:
+    """:func:`measure_local_figures`, measured once per machine/OpenVINO version and cached on disk."""
+    import openvino as ov
+
+    from placement_gym.zoo.cache import cached_entry
+
+    name, _, _ = _cpu_info()
+    machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]
+    key = f"local-v{MEASURE_VERSION}-{machine}-ov{ov.__version__.split('-')[0]}"
+
+    def write(directory: Path) -> dict[str, Any]:
+        (directory / "figures.json").write_text(json.dumps(measure_local_figures(), indent=1))
+        return {"cpu": name, "cpu_count": os.cpu_count(), "openvino": ov.get_version()}
+
+    directory, _ = cached_entry("platform", key, write)
+    return json.loads((directory / "figures.json").read_text())
+
+
+def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> list[Device]:
+    memory = int(_physical_ram() * _RAM_SHARE / 2)
+    return [
+        Device(
+            name=f"cpu{i}",
+            kind="virtual",
+            ov_device="CPU",
+            precision="f32",
+            memory_bytes=memory,
+            peak_flops=_core_peak_flops(ghz, flags),
+            mem_bandwidth=figures["copy_bandwidth"],
+            # PERF_COUNT layer times include each layer's own dispatch: nothing to add per layer.
+            launch_overhead=0.0,
+            ov_config=dict(VIRTUAL_CPU_CONFIG),
+            invoke_overhead=figures["invoke_overhead"],
+        )
+        for i in range(2)
+    ]
+
+
+@lru_cache(maxsize=1)
+def local_platform() -> Platform:
+    """The platform of this machine's OpenVINO devices (see the module docstring).
+
+    Returns:
+        A :class:`Platform` named ``"local"`` whose host is the (first) CPU device.
+    """
+    import openvino as ov
+
+    available = list(ov.Core().available_devices)
+    figures = local_figures()
+    name, ghz, flags = _cpu_info()
+    accelerators = [d for d in available if d.startswith(("GPU", "NPU"))]
+    cpu_link = Link(latency=figures["copy_latency"], bandwidth=figures["copy_bandwidth"])
+    if not accelerators:
+        devices = _virtual_cpus(figures, ghz, flags)
+        links = {(0, 1): cpu_link, (1, 0): cpu_link}
+        return Platform(
+            name="local",
+            description=f"two 1-thread virtual CPU devices (f32) on {name}",
+            devices=tuple(devices),
+            links=links,
+            host=0,
+            sources=("measured on this machine by placement_gym.platforms.local",),
+        )
+    cores = os.cpu_count() or 1
+    cpu = Device(
+        name="cpu",
+        kind="cpu",
+        ov_device="CPU",
+        precision="f32",
+        memory_bytes=int(_physical_ram() * _RAM_SHARE / 2),
+        peak_flops={k: v * cores for k, v in _core_peak_flops(ghz, flags).items()},
+        mem_bandwidth=figures["copy_bandwidth"],
+        launch_overhead=0.0,
+        invoke_overhead=figures["invoke_overhead"],
+    )
+    devices = [cpu]
+    core = ov.Core()
+    for dev in accelerators:
+        kind = "gpu" if dev.startswith("GPU") else "npu"
+        try:
+            memory = int(core.get_property(dev, "GPU_DEVICE_TOTAL_MEM_SIZE")) if kind == "gpu" else 0
+        except Exception:  # property missing on some drivers
+            memory = 0
+        # Without a vendor sheet the accelerator's roofline figures are unknown; profiling measures it.
+        devices.append(
+            Device(
+                name=dev.lower().replace(".", ""),
+                kind=kind,
+                ov_device=dev,
+                precision="f16",
+                memory_bytes=memory or int(_physical_ram() * _RAM_SHARE / 2),
+                peak_flops={"f16": cpu.peak_flops["f32"], "f32": cpu.peak_flops["f32"]},
+                mem_bandwidth=figures["copy_bandwidth"],
+                launch_overhead=0.0,
+                invoke_overhead=figures["invoke_overhead"],
+            )
+        )
+    # Accelerator transfers cross PCIe or a driver copy: the in-process figures are a lower bound.
+    links = {(i, j): cpu_link for i in range(len(devices)) for j in range(len(devices)) if i != j}
+    return Platform(
+        name="local",
+        description=f"{name} + {', '.join(accelerators)} (OpenVINO devices of this machine)",
+        devices=tuple(devices),
+        links=links,
+        host=0,
+        sources=("measured on this machine by placement_gym.platforms.local",),
+    )
