@@ -1,0 +1,229 @@
+"""The measured backend: run a placement on OpenVINO for real and time it.
+
+Two executors run a placement (see their modules for what each can and cannot measure):
+
+* ``"partitioned"`` (default, :mod:`placement_gym.backends.partitioned`): one compiled model per
+  same-device segment, run as a dataflow graph, segments on different devices concurrently.
+* ``"hetero"`` (:mod:`placement_gym.backends.hetero`): OpenVINO's HETERO plugin with per-op ``affinity``
+  (HSDAG's way). It runs devices one after another and cannot tell apart virtual devices on one
+  physical device.
+
+Timing follows :mod:`placement_gym.backends.timing` (warm-up, repeats, median, IQR, time budget). The
+warm-up runs are made only when the placement uses a compiled model that has not run before: once every
+compiled segment has run, its memory is allocated and further warm-up would only re-measure.
+
+Results are cached per placement (:mod:`placement_gym.backends.result_cache`). Compile failures are
+cached as infeasible (they recur); runtime errors, timeouts and non-finite timings are returned as
+infeasible but never cached, so a transient failure does not stick to a placement.
+
+Example:
+    >>> from placement_gym.benchmarks import load_benchmark
+    >>> bench = load_benchmark("tiny_cnn")
+    >>> graph = bench.coarsen("fused")
+    >>> backend = MeasuredBackend(bench, graph, platform, repeats=3)  # doctest: +SKIP
+    >>> backend.evaluate([0] * graph.num_groups).latency > 0  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from placement_gym.backends.base import LatencyBackend, LatencyResult
+from placement_gym.backends.executor import ExecutionFailure, Executor, device_available, first_line
+from placement_gym.backends.hetero import HeteroExecutor
+from placement_gym.backends.partitioned import PartitionedExecutor
+from placement_gym.backends.result_cache import ResultCache
+from placement_gym.backends.timing import Timing, measure
+from placement_gym.benchmarks import Benchmark
+from placement_gym.coarsening import CoarseGraph
+from placement_gym.errors import BackendError, UnknownNameError
+from placement_gym.platforms import Platform
+from placement_gym.zoo.loading import core, random_inputs
+
+EXECUTORS = ("partitioned", "hetero")
+
+
+class MeasuredBackend(LatencyBackend):
+    """Latency of a placement measured by running the model on OpenVINO.
+
+    Args:
+        benchmark: The model; its ``ov.Model`` is run with inputs from
+            :func:`~placement_gym.zoo.loading.random_inputs` ``(model, seed)``.
+        graph: The coarse graph whose groups are placed.
+        platform: The devices, each with its OpenVINO device string and compile properties.
+        executor: ``"partitioned"`` or ``"hetero"``.
+        warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
+        repeats: Timed runs per evaluation (fewer if the time budget runs out; at least one).
+        time_budget: Seconds per evaluation (warm-up and timed runs, not compilation) after which no
+            further timed run starts.
+        cache_size: Results kept in memory (LRU); 0 disables the result cache.
+        cache_path: JSON-lines file that persists results across processes, or None.
+        seed: Seed of the model inputs.
+        max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: eight
+            times the model's op count, i.e. about eight copies of the weights).
+        run_timeout: Seconds after which one inference counts as hung (infeasible, not cached).
+
+    Raises:
+        UnknownNameError: For an unknown ``executor``.
+        BackendError: For invalid protocol settings or a model the executor cannot split.
+    """
+
+    name = "measured"
+    deterministic = False
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        graph: CoarseGraph,
+        platform: Platform,
+        *,
+        executor: str = "partitioned",
+        warmup: int = 2,
+        repeats: int = 5,
+        time_budget: float = 10.0,
+        cache_size: int = 4096,
+        cache_path: str | None = None,
+        seed: int = 0,
+        max_compiled_ops: int | None = None,
+        run_timeout: float = 600.0,
+    ) -> None:
+        super().__init__(benchmark, graph, platform)
+        if executor not in EXECUTORS:
+            raise UnknownNameError("executor", executor, EXECUTORS)
+        _check_int("warmup", warmup, 0)
+        _check_int("repeats", repeats, 1)
+        _check_int("cache_size", cache_size, 0)
+        if not time_budget > 0:
+            raise BackendError(f"time_budget must be > 0 seconds, got {time_budget!r}")
+        self.warmup, self.repeats, self.time_budget, self.seed = warmup, repeats, float(time_budget), seed
+        self.core = core()
+        available = list(self.core.available_devices)
+        self._missing = {
+            i: f"device {d.name!r} needs OpenVINO device {d.ov_device!r}, which this machine lacks "
+            f"(available: {', '.join(available)})"
+            for i, d in enumerate(platform.devices)
+            if not device_available(d, available)
+        }
+        model = benchmark.model
+        inputs = random_inputs(model, seed)
+        self.executor: Executor
+        if executor == "hetero":
+            self.executor = HeteroExecutor(model, benchmark.ops, platform, self.core, inputs)
+        else:
+            limit = max_compiled_ops if max_compiled_ops is not None else 8 * benchmark.ops.num_nodes
+            self.executor = PartitionedExecutor(
+                model,
+                benchmark.ops,
+                platform,
+                self.core,
+                inputs,
+                max_compiled_ops=limit,
+                run_timeout=run_timeout,
+            )
+        self.config = self._config(executor)
+        self.results = ResultCache(cache_size, self.config, cache_path)
+        #: Timing details of the last measured (uncached, feasible) evaluation.
+        self.last_timing: Timing | None = None
+
+    def _config(self, executor: str) -> dict[str, Any]:
+        """What a result depends on; recorded with persisted results."""
+        ops = self.graph.ops
+        return {
+            "benchmark": self.benchmark.name,
+            "benchmark_version": self.benchmark.version,
+            "ops": ops.num_nodes,
+            "coarsening": self.graph.level,
+            "assignment": _digest(self.graph.assignment),
+            "platform": self.platform.name,
+            "devices": [
+                {"name": d.name, "ov_device": d.ov_device, "compile_config": d.compile_config()}
+                for d in self.platform.devices
+            ],
+            "executor": executor,
+            "warmup": self.warmup,
+            "repeats": self.repeats,
+            "time_budget": self.time_budget,
+            "seed": self.seed,
+            "openvino": ov.get_version(),
+        }
+
+    def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
+        """Measured latency of ``placement`` (shape ``(G,)``); cached results come back with ``cached``.
+
+        Raises:
+            PlacementError: Wrong shape, dtype or a device index out of range.
+        """
+        arr = self.validate(placement)
+        hit = self.results.get(arr.tobytes())
+        if hit is not None:
+            return hit
+        result, cacheable = self._measure(arr)
+        if cacheable:
+            self.results.put(arr, result)
+        return result
+
+    def _measure(self, placement: np.ndarray) -> tuple[LatencyResult, bool]:
+        """Measure one placement; returns the result and whether it may be cached."""
+        self.last_timing = None
+        missing = [self._missing[d] for d in np.unique(placement).tolist() if d in self._missing]
+        if missing:
+            return LatencyResult.infeasible(missing[0]), False
+        op_device = self.graph.expand(placement)
+        try:
+            plan = self.executor.prepare(op_device)
+        except ExecutionFailure as exc:
+            return LatencyResult.infeasible(exc.reason), exc.cacheable
+        except Exception as exc:  # unexpected, so possibly transient: not cached
+            return LatencyResult.infeasible(f"preparing the placement failed: {first_line(exc)}"), False
+        warmup = 0 if self.executor.is_warm(plan) else self.warmup
+        try:
+            timing = measure(
+                lambda: self.executor.run(plan),
+                warmup=warmup,
+                repeats=self.repeats,
+                time_budget=self.time_budget,
+            )
+        except ExecutionFailure as exc:
+            return LatencyResult.infeasible(exc.reason), False
+        except Exception as exc:
+            return LatencyResult.infeasible(f"running the placement failed: {first_line(exc)}"), False
+        if not timing.finite or not np.isfinite(timing.median):
+            return LatencyResult.infeasible(f"non-finite run time among {timing.times}"), False
+        self.last_timing = timing
+        return LatencyResult(latency=timing.median, spread=timing.iqr, samples=timing.samples), True
+
+    def infer(self, placement: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+        """Run ``placement`` once and return the model outputs (to check it computes the right thing).
+
+        Returns:
+            One array per model output, in ``model.outputs`` order.
+
+        Raises:
+            PlacementError: For a malformed placement.
+            BackendError: If the placement cannot be compiled or run here.
+        """
+        arr = self.validate(placement)
+        missing = [self._missing[d] for d in np.unique(arr).tolist() if d in self._missing]
+        if missing:
+            raise BackendError(missing[0])
+        plan = self.executor.prepare(self.graph.expand(arr))
+        self.executor.run(plan)
+        return self.executor.outputs(plan)
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise BackendError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _digest(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr, dtype=np.int64).tobytes()).hexdigest()[:16]

@@ -1,0 +1,254 @@
+"""Split a per-op device placement into same-device segments and build each segment as an ``ov.Model``.
+
+A *segment* is a connected set of ops on one device. :func:`split_segments` makes them maximal: it merges
+same-device ops along their edges for as long as the quotient graph of the segments stays a DAG, so the
+segments can run in a dataflow order, each as one compiled model.
+
+Tensors are named by *source keys*: ``(op, port)`` for output ``port`` of op graph node ``op``, and
+``(-1 - i, 0)`` for the model's ``i``-th Parameter. A segment reads the keys produced outside it and
+writes the keys consumed outside it (by another segment or a model Result). Constants, and ops computed
+from constants only (folded into their consumers by :mod:`placement_gym.ov_graph`), are not graph nodes:
+they travel with every segment that consumes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as opset
+
+from placement_gym.errors import BackendError
+from placement_gym.graph import CompGraph
+
+Key = tuple[int, int]  # (op index, output port); model Parameter i is (-1 - i, 0)
+
+
+def param_key(i: int) -> Key:
+    """Source key of the model's ``i``-th Parameter."""
+    return (-1 - i, 0)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A connected set of ops on one device, with the tensors it reads and writes.
+
+    Attributes:
+        device: Index of the device (into ``platform.devices``).
+        ops: Op graph node indices, ascending (a topological order), shape ``(k,)``.
+        inputs: Source keys read from outside the segment, in the order of the built model's Parameters.
+        outputs: Source keys written for other segments or model outputs, in the order of its Results.
+    """
+
+    device: int
+    ops: tuple[int, ...]
+    inputs: tuple[Key, ...]
+    outputs: tuple[Key, ...]
+
+    @property
+    def cache_key(self) -> tuple[int, bytes]:
+        """Identity for compiled-model caches: the device and the op set."""
+        return (self.device, np.asarray(self.ops, dtype=np.int32).tobytes())
+
+
+class _Segments:
+    """Union-find over ops with the segments' quotient edges and topological extents."""
+
+    def __init__(self, graph: CompGraph) -> None:
+        n = graph.num_nodes
+        self.parent = list(range(n))
+        self.succ: list[set[int]] = [set() for _ in range(n)]
+        for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
+            self.succ[s].add(d)
+        self.lo = list(range(n))  # smallest op index in the segment
+        self.hi = list(range(n))  # largest op index in the segment
+
+    def find(self, a: int) -> int:
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def reaches_indirectly(self, a: int, b: int) -> bool:
+        """Whether a path of >= 2 quotient edges leads from segment ``a`` to segment ``b``.
+
+        Node indices are topological, so a segment whose smallest op comes after ``b``'s largest cannot
+        reach ``b``: the search skips it.
+        """
+        limit = self.hi[b]
+        stack = [s for s in (self.find(x) for x in self.succ[a]) if s != b and self.lo[s] < limit]
+        seen = set(stack)
+        while stack:
+            g = stack.pop()
+            for x in self.succ[g]:
+                s = self.find(x)
+                if s == b:
+                    return True
+                if s not in seen and s != g and self.lo[s] < limit:
+                    seen.add(s)
+                    stack.append(s)
+        return False
+
+    def merge(self, a: int, b: int) -> None:
+        if self.lo[b] < self.lo[a]:
+            a, b = b, a
+        self.parent[b] = a
+        self.succ[a] = {s for s in (self.find(x) for x in self.succ[a] | self.succ[b]) if s != a}
+        self.succ[b] = set()
+        self.lo[a] = min(self.lo[a], self.lo[b])
+        self.hi[a] = max(self.hi[a], self.hi[b])
+
+
+def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Maximal connected same-device segments whose quotient graph is a DAG.
+
+    Same-device edges are contracted, in edge order, unless the contraction would close a cycle through
+    another segment; passes repeat until none succeeds (a merge can make an earlier rejected one legal).
+
+    Args:
+        graph: The op graph, ``n`` nodes in topological order.
+        op_device: Device index of every op, shape ``(n,)``.
+
+    Returns:
+        ``(device, ops)`` per segment, ``ops`` ascending int64 of shape ``(k,)``; segments are listed in a
+        topological order of their quotient graph (by smallest op index).
+    """
+    op_device = np.asarray(op_device)
+    state = _Segments(graph)
+    same = op_device[graph.edge_src] == op_device[graph.edge_dst]
+    edges = list(zip(graph.edge_src[same].tolist(), graph.edge_dst[same].tolist()))
+    changed = True
+    while changed and edges:
+        changed = False
+        rejected = []
+        for u, v in edges:
+            a, b = state.find(u), state.find(v)
+            if a == b:
+                continue
+            if state.reaches_indirectly(a, b):
+                rejected.append((u, v))
+            else:
+                state.merge(a, b)
+                changed = True
+        edges = rejected
+    roots = np.array([state.find(i) for i in range(graph.num_nodes)], dtype=np.int64)
+    order = sorted(set(roots.tolist()), key=lambda r: state.lo[r])
+    return [(int(op_device[r]), np.flatnonzero(roots == r)) for r in order]
+
+
+class ModelIndex:
+    """How the op graph's nodes map onto an ``ov.Model``: names, data sources, consumers, outputs.
+
+    Built once per model; :meth:`segment` and :meth:`build` use it for every placement.
+
+    Attributes:
+        model: The model (never modified).
+        names: Friendly name of every op graph node, length ``n``.
+        sources: Per node, per input port: the source key, or None for a constant input.
+        consumers: Source key -> op graph nodes that read it.
+        outputs: Source key of each model Result, in ``model.outputs`` order.
+        specs: Source key -> (element type, static shape) of the tensor.
+    """
+
+    def __init__(self, model: ov.Model, graph: CompGraph) -> None:
+        self.model = model
+        self.names = list(graph.names)
+        index = {name: i for i, name in enumerate(graph.names)}
+        # pybind may hand out a new Python wrapper per access: compare nodes by instance id
+        params = {p.get_instance_id(): i for i, p in enumerate(model.get_parameters())}
+        nodes: dict[str, ov.Node] = {}
+        for op in model.get_ordered_ops():
+            if op.get_friendly_name() in index and op.get_type_name() not in ("Constant", "Parameter"):
+                nodes[op.get_friendly_name()] = op
+        missing = [name for name in graph.names if name not in nodes]
+        if missing:
+            raise BackendError(
+                f"{len(missing)} op graph nodes are not ops of the model (first: {missing[0]!r}); "
+                "the benchmark's op graph must come from this model"
+            )
+
+        instance = {nodes[name].get_instance_id(): i for i, name in enumerate(graph.names) if name in nodes}
+
+        def key_of(out: ov.Output) -> Key | None:
+            node_id = out.get_node().get_instance_id()
+            if node_id in params:
+                return param_key(params[node_id])
+            i = instance.get(node_id)
+            if i is not None:
+                return (i, out.get_index())
+            return None  # a constant, or an op computed from constants only
+
+        self.specs: dict[Key, tuple[ov.Type, tuple[int, ...]]] = {}
+        self.sources: list[list[Key | None]] = []
+        self.consumers: dict[Key, list[int]] = {}
+        for i, name in enumerate(self.names):
+            row = []
+            for inp in nodes[name].inputs():
+                out = inp.get_source_output()
+                key = key_of(out)
+                row.append(key)
+                if key is not None:
+                    self.consumers.setdefault(key, []).append(i)
+                    self.specs[key] = (out.get_element_type(), tuple(out.get_partial_shape().to_shape()))
+            self.sources.append(row)
+        self.outputs: list[Key] = []
+        for result in model.get_results():
+            out = result.input_value(0)
+            key = key_of(out)
+            if key is None or key[0] < 0:
+                raise BackendError(
+                    f"model output {result.get_friendly_name()!r} comes straight from a constant or an "
+                    "input; the measured backend only runs models whose outputs are computed by ops"
+                )
+            self.outputs.append(key)
+            self.specs[key] = (out.get_element_type(), tuple(out.get_partial_shape().to_shape()))
+        self._model_outputs = set(self.outputs)
+
+    def segment(self, device: int, ops: np.ndarray) -> Segment:
+        """The :class:`Segment` of ``ops`` (ascending op indices) on ``device``."""
+        members = set(ops.tolist())
+        inputs: dict[Key, None] = {}
+        outputs: dict[Key, None] = {}
+        for i in ops.tolist():
+            for key in self.sources[i]:
+                if key is not None and key[0] not in members:
+                    inputs[key] = None
+        for key, readers in self.consumers.items():
+            if key[0] in members and any(r not in members for r in readers):
+                outputs[key] = None
+        for key in self.outputs:
+            if key[0] in members:
+                outputs[key] = None
+        return Segment(device, tuple(ops.tolist()), tuple(sorted(inputs)), tuple(sorted(outputs)))
+
+    def build(self, segment: Segment) -> ov.Model:
+        """The segment as a standalone model: Parameters for its inputs, Results for its outputs.
+
+        The model is cloned and the segment's ops rewired to new Parameters, so the original is untouched;
+        constants come along because the new model is everything the new Results depend on.
+        """
+        clone = self.model.clone()
+        nodes = {
+            op.get_friendly_name(): op
+            for op in clone.get_ordered_ops()
+            if op.get_type_name() not in ("Constant", "Parameter")
+        }
+        new_params: dict[Key, ov.Node] = {}
+        for key in segment.inputs:
+            etype, shape = self.specs[key]
+            p = opset.parameter(shape, etype, name=f"in_{key[0]}_{key[1]}")
+            p.output(0).get_tensor().set_names({f"in_{key[0]}_{key[1]}"})
+            new_params[key] = p
+        members = set(segment.ops)
+        for i in segment.ops:
+            node = nodes[self.names[i]]
+            for port, key in enumerate(self.sources[i]):
+                if key is not None and key[0] not in members:
+                    node.input(port).replace_source_output(new_params[key].output(0))
+        results = []
+        for op, port in segment.outputs:
+            r = opset.result(nodes[self.names[op]].output(port))
+            r.set_friendly_name(f"out_{op}_{port}")
+            results.append(r)
+        return ov.Model(results, [new_params[k] for k in segment.inputs], f"segment_d{segment.device}")

@@ -1,0 +1,280 @@
+"""The project's own executor: one compiled model per same-device segment, run as a dataflow graph.
+
+A per-op placement is split into segments (:func:`~placement_gym.backends.partition.split_segments`);
+each segment is built as its own ``ov.Model`` and compiled on its device with
+``device.compile_config()``. One inference starts every segment whose inputs are ready with
+``start_async``; a device runs one segment at a time (a device is one serial resource, e.g. one 1-thread
+virtual CPU), while segments on different devices run concurrently.
+
+Tensors are not copied between segments: every source key (see :mod:`~placement_gym.backends.partition`)
+has one ``ov.Tensor`` for the executor's lifetime, set as the producer's output tensor and as every
+consumer's input tensor. Because a segment's inputs and outputs depend only on its op set, a compiled
+segment is wired once and reused, unchanged, by every placement that contains it.
+
+Compiled segments are cached (LRU, keyed by device and op set) up to a total number of ops, so similar
+placements recompile only the segments that changed. A segment that failed to compile is remembered.
+"""
+
+from __future__ import annotations
+
+import heapq
+import queue
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import openvino as ov
+
+from placement_gym.backends.executor import ExecutionFailure, Executor, first_line
+from placement_gym.backends.partition import Key, ModelIndex, Segment, param_key, split_segments
+from placement_gym.graph import CompGraph
+from placement_gym.platforms import Platform
+
+
+@dataclass(eq=False)
+class _Compiled:
+    """A compiled segment with its wired infer request."""
+
+    segment: Segment
+    request: ov.InferRequest
+    runs: int = 0
+
+
+@dataclass(eq=False)
+class Plan:
+    """A placement ready to run.
+
+    Attributes:
+        parts: Compiled segments in a topological order.
+        deps: ``deps[i]``: indices (into ``parts``) of the segments that ``parts[i]`` reads from.
+        users: ``users[i]``: indices of the segments that read from ``parts[i]``.
+    """
+
+    parts: list[_Compiled]
+    deps: list[list[int]]
+    users: list[list[int]] = field(default_factory=list)
+
+
+class PartitionedExecutor(Executor):
+    """Runs placements as dataflow graphs of separately compiled segments.
+
+    Args:
+        model: The model to run (not modified).
+        graph: Its op graph (node names are the model's op friendly names).
+        platform: The devices; ``placement`` entries index ``platform.devices``.
+        core: The OpenVINO core to compile with.
+        inputs: Model inputs by input name (see :func:`~placement_gym.zoo.loading.random_inputs`).
+        max_compiled_ops: Keep compiled segments with at most this many ops in total (LRU eviction).
+        run_timeout: Seconds after which one inference counts as hung.
+    """
+
+    name = "partitioned"
+
+    def __init__(
+        self,
+        model: ov.Model,
+        graph: CompGraph,
+        platform: Platform,
+        core: ov.Core,
+        inputs: dict[str, np.ndarray],
+        *,
+        max_compiled_ops: int,
+        run_timeout: float = 600.0,
+    ) -> None:
+        self.index = ModelIndex(model, graph)
+        self.graph = graph
+        self.platform = platform
+        self.core = core
+        self.max_compiled_ops = max_compiled_ops
+        self.run_timeout = run_timeout
+        self._tensors: dict[Key, ov.Tensor] = {}
+        for i, port in enumerate(model.inputs):
+            data = np.ascontiguousarray(inputs[port.get_any_name()])
+            self._tensors[param_key(i)] = ov.Tensor(data, shared_memory=True)
+        self._compiled: OrderedDict[tuple[int, bytes], _Compiled] = OrderedDict()
+        self._compiled_ops = 0
+        self._failed: dict[tuple[int, bytes], str] = {}
+        self._plans: OrderedDict[bytes, list[Segment]] = OrderedDict()
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+
+    # ------------------------------------------------------------------ preparing
+    def segments(self, op_device: np.ndarray) -> list[Segment]:
+        """The segments of per-op placement ``op_device`` (shape ``(n,)``), memoised for recent ones."""
+        key = np.asarray(op_device, dtype=np.int64).tobytes()
+        found = self._plans.get(key)
+        if found is None:
+            found = [self.index.segment(d, ops) for d, ops in split_segments(self.graph, op_device)]
+            self._plans[key] = found
+            if len(self._plans) > 256:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        return found
+
+    def prepare(self, op_device: np.ndarray) -> Plan:
+        segments = self.segments(op_device)
+        parts = [self._compile(s) for s in segments]
+        producer = {key: i for i, s in enumerate(segments) for key in s.outputs}
+        deps = [sorted({producer[k] for k in s.inputs if k in producer}) for s in segments]
+        users: list[list[int]] = [[] for _ in segments]
+        for i, ds in enumerate(deps):
+            for d in ds:
+                users[d].append(i)
+        self._evict()
+        return Plan(parts, deps, users)
+
+    def _compile(self, segment: Segment) -> _Compiled:
+        key = segment.cache_key
+        hit = self._compiled.get(key)
+        if hit is not None:
+            self._compiled.move_to_end(key)
+            return hit
+        device = self.platform.devices[segment.device]
+        if key in self._failed:
+            raise ExecutionFailure(self._failed[key], cacheable=True)
+        try:
+            compiled = self.core.compile_model(
+                self.index.build(segment), device.ov_device, device.compile_config()
+            )
+        except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long messages
+            reason = (
+                f"compiling a segment of {len(segment.ops)} ops on {device.name} ({device.ov_device}) "
+                f"failed: {first_line(exc)}"
+            )
+            self._failed[key] = reason
+            raise ExecutionFailure(reason, cacheable=True) from exc
+        request = compiled.create_infer_request()
+        try:
+            for i, k in enumerate(segment.inputs):
+                request.set_input_tensor(i, self._tensor(k))
+            for i, k in enumerate(segment.outputs):
+                request.set_output_tensor(i, self._tensor(k))
+        except Exception as exc:
+            raise ExecutionFailure(
+                f"wiring a segment on {device.name} failed: {first_line(exc)}", cacheable=True
+            ) from exc
+        request.set_callback(self._done.put, key)
+        entry = _Compiled(segment, request)
+        self._compiled[key] = entry
+        self._compiled_ops += len(segment.ops)
+        return entry
+
+    def _tensor(self, key: Key) -> ov.Tensor:
+        tensor = self._tensors.get(key)
+        if tensor is None:
+            etype, shape = self.index.specs[key]
+            tensor = self._tensors[key] = ov.Tensor(etype, list(shape))
+        return tensor
+
+    def _evict(self) -> None:
+        # plans hold references to their parts, so evicting never breaks a plan in use
+        while self._compiled_ops > self.max_compiled_ops and len(self._compiled) > 1:
+            _, entry = self._compiled.popitem(last=False)
+            self._compiled_ops -= len(entry.segment.ops)
+
+    @property
+    def num_compiled(self) -> int:
+        """Number of compiled segments in the cache."""
+        return len(self._compiled)
+
+    def is_warm(self, plan: Plan) -> bool:
+        return all(p.runs > 0 for p in plan.parts)
+
+    # ------------------------------------------------------------------ running
+    def run(self, plan: Plan) -> float:
+        parts = plan.parts
+        if len(parts) == 1:
+            start = time.perf_counter()
+            try:
+                parts[0].request.infer()
+            except Exception as exc:
+                raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
+            elapsed = time.perf_counter() - start
+            parts[0].runs += 1
+            return elapsed
+        return self._run_dataflow(plan)
+
+    def _run_dataflow(self, plan: Plan) -> float:
+        parts, users = plan.parts, plan.users
+        position = {p.segment.cache_key: i for i, p in enumerate(parts)}
+        waiting = [len(d) for d in plan.deps]
+        ready: dict[int, list[int]] = {}  # device -> heap of ready part indices
+        busy: dict[int, int] = {}  # device -> running part index
+        for i, n in enumerate(waiting):
+            if n == 0:
+                ready.setdefault(parts[i].segment.device, []).append(i)
+
+        def launch(device: int) -> None:
+            heap = ready.get(device)
+            if heap and device not in busy:
+                i = heapq.heappop(heap)
+                busy[device] = i
+                parts[i].request.start_async()
+
+        self._drain()
+        start = time.perf_counter()
+        deadline = start + self.run_timeout
+        try:
+            for device in list(ready):
+                launch(device)
+            finished = 0
+            while finished < len(parts):
+                try:
+                    key = self._done.get(timeout=min(1.0, max(deadline - time.perf_counter(), 0.001)))
+                except queue.Empty:
+                    self._check_running(parts, busy, deadline)
+                    continue
+                i = position[key]
+                parts[i].request.wait()  # returns at once; raises if the inference failed
+                finished += 1
+                device = parts[i].segment.device
+                del busy[device]
+                for u in users[i]:
+                    waiting[u] -= 1
+                    if waiting[u] == 0:
+                        heapq.heappush(ready.setdefault(parts[u].segment.device, []), u)
+                        launch(parts[u].segment.device)
+                launch(device)
+            elapsed = time.perf_counter() - start
+        except ExecutionFailure:
+            self._abort(parts, busy)
+            raise
+        except Exception as exc:
+            self._abort(parts, busy)
+            raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
+        for p in parts:
+            p.runs += 1
+        return elapsed
+
+    def _check_running(self, parts: list[_Compiled], busy: dict[int, int], deadline: float) -> None:
+        """Surface failures whose completion callback never came, and hangs."""
+        for i in busy.values():
+            parts[i].request.wait_for(0)  # raises if the inference failed
+        if time.perf_counter() > deadline:
+            raise ExecutionFailure(f"inference did not finish within {self.run_timeout:g} s", cacheable=False)
+
+    def _abort(self, parts: list[_Compiled], busy: dict[int, int]) -> None:
+        """Let running segments end and drop their completions, so the next run starts clean."""
+        for i in busy.values():
+            try:
+                parts[i].request.cancel()
+                parts[i].request.wait()
+            except Exception:  # a cancelled or failed request raises here; it is idle either way
+                pass
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self._done.get_nowait()
+            except queue.Empty:
+                return
+
+    def outputs(self, plan: Plan) -> list[np.ndarray]:
+        return [self._tensors[key].data.copy() for key in self.index.outputs]
+
+    def close(self) -> None:
+        self._compiled.clear()
+        self._plans.clear()
+        self._compiled_ops = 0
