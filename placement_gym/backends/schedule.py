@@ -1,0 +1,270 @@
+"""An event-driven list schedule of a placement on a :class:`~placement_gym.backends.cost_model.CostModel`,
+compiled with numba.
+
+Rules (Placeto's simulator, made deterministic by a fixed priority order):
+
+* Groups are taken in one fixed priority order: decreasing upward rank (HEFT's rank with device-averaged
+  compute and transfer costs), ties by index, which is a topological order. It does not depend on the
+  placement, so the schedule is a pure function of (cost model, placement).
+* Each device runs one group at a time, in that order (no insertion into idle gaps). A group starts when
+  its device is free and all its inputs have arrived.
+* An edge between groups on different devices is a transfer on the link ``src -> dst``: it can start when
+  the producer finishes and the link is free, and takes ``latency + bytes / bandwidth``. Each link carries
+  one transfer at a time (a FIFO in schedule order); transfers overlap with computation.
+* Graph inputs start on the host (a group on another device first receives its ``input_bytes``) and
+  results go back to the host (``result_bytes`` after the group finishes). The latency is the time the last
+  result reaches the host (or the last group finishes).
+* A device pays ``invoke_overhead`` once per subgraph: per connected component of the groups it runs
+  (groups joined by edges placed on the same device), charged to the component's first group.
+* Memory, per device: its groups' weights, plus each activation from the start of its producer up to the
+  last consumer in schedule order (kept to the end if it is a graph output), plus each received copy from
+  the position after its producer up to its consumer, plus each graph input up to its consumer. The peak
+  over schedule positions must fit the device's capacity, otherwise the placement is infeasible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from placement_gym.backends.cost_model import CostModel
+
+
+@numba.njit(cache=True)
+def _find(parent: np.ndarray, g: int) -> int:
+    while parent[g] != g:
+        parent[g] = parent[parent[g]]
+        g = parent[g]
+    return g
+
+
+@numba.njit(cache=True)
+def _simulate(
+    dev: np.ndarray,  # (G,) int64: device of each group
+    order: np.ndarray,  # (G,) int64: groups in priority order
+    pos: np.ndarray,  # (G,) int64: position of each group in ``order``
+    pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
+    pred_src: np.ndarray,  # (E,) int64: source group of each incoming edge, grouped by destination
+    pred_bytes: np.ndarray,  # (E,) float64
+    last_use: np.ndarray,  # (G,) int64: position after which a group's output is freed
+    compute: np.ndarray,  # (G, D) float64
+    latency: np.ndarray,  # (D, D) float64
+    inv_bw: np.ndarray,  # (D, D) float64, 0 on the diagonal
+    invoke: np.ndarray,  # (D,) float64
+    host: int,
+    input_bytes: np.ndarray,  # (G,) float64
+    result_bytes: np.ndarray,  # (G,) float64
+    param_bytes: np.ndarray,  # (G,) float64
+    out_bytes: np.ndarray,  # (G,) float64
+    capacity: np.ndarray,  # (D,) float64
+) -> tuple[float, int, float]:
+    """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
+    n_groups = dev.shape[0]
+    n_dev = capacity.shape[0]
+    # ---- memory: difference arrays over schedule positions, per device
+    live = np.zeros((n_dev, n_groups + 1))
+    weights = np.zeros(n_dev)
+    for g in range(n_groups):
+        d = dev[g]
+        weights[d] += param_bytes[g]
+        live[d, pos[g]] += out_bytes[g]
+        live[d, last_use[g]] -= out_bytes[g]
+        if input_bytes[g] > 0:
+            live[d, 0] += input_bytes[g]
+            live[d, pos[g] + 1] -= input_bytes[g]
+    for t in range(n_groups):
+        for j in range(pred_ptr[t], pred_ptr[t + 1]):
+            s = pred_src[j]
+            if dev[s] != dev[t]:
+                live[dev[t], pos[s] + 1] += pred_bytes[j]
+                live[dev[t], pos[t] + 1] -= pred_bytes[j]
+    for d in range(n_dev):
+        run = weights[d]
+        peak = run
+        for k in range(n_groups + 1):
+            run += live[d, k]
+            if run > peak:
+                peak = run
+        if peak > capacity[d]:
+            return np.inf, d, peak
+    # ---- subgraphs: connected components of same-device edges
+    parent = np.arange(n_groups)
+    for t in range(n_groups):
+        for j in range(pred_ptr[t], pred_ptr[t + 1]):
+            s = pred_src[j]
+            if dev[s] == dev[t]:
+                a, b = _find(parent, s), _find(parent, t)
+                if a != b:
+                    parent[b] = a
+    started = np.zeros(n_groups, dtype=np.bool_)
+    # ---- list schedule
+    finish = np.zeros(n_groups)
+    dev_free = np.zeros(n_dev)
+    link_free = np.zeros((n_dev, n_dev))
+    makespan = 0.0
+    for k in range(n_groups):
+        g = order[k]
+        d = dev[g]
+        ready = 0.0
+        if input_bytes[g] > 0 and d != host:
+            end = link_free[host, d] + latency[host, d] + input_bytes[g] * inv_bw[host, d]
+            link_free[host, d] = end
+            ready = end
+        for j in range(pred_ptr[g], pred_ptr[g + 1]):
+            p = pred_src[j]
+            dp = dev[p]
+            if dp == d:
+                arrive = finish[p]
+            else:
+                start = max(finish[p], link_free[dp, d])
+                arrive = start + latency[dp, d] + pred_bytes[j] * inv_bw[dp, d]
+                link_free[dp, d] = arrive
+            if arrive > ready:
+                ready = arrive
+        start = max(ready, dev_free[d])
+        cost = compute[g, d]
+        root = _find(parent, g)
+        if not started[root]:
+            started[root] = True
+            cost += invoke[d]
+        end = start + cost
+        finish[g] = end
+        dev_free[d] = end
+        if end > makespan or end != end:  # NaN propagates so the caller can report it
+            makespan = end
+        if result_bytes[g] > 0 and d != host:
+            arrive = max(end, link_free[d, host]) + latency[d, host] + result_bytes[g] * inv_bw[d, host]
+            link_free[d, host] = arrive
+            if arrive > makespan:
+                makespan = arrive
+    return makespan, -1, 0.0
+
+
+@numba.njit(cache=True)
+def _simulate_batch(
+    placements: np.ndarray,  # (B, G) int64
+    order: np.ndarray,
+    pos: np.ndarray,
+    pred_ptr: np.ndarray,
+    pred_src: np.ndarray,
+    pred_bytes: np.ndarray,
+    last_use: np.ndarray,
+    compute: np.ndarray,
+    latency: np.ndarray,
+    inv_bw: np.ndarray,
+    invoke: np.ndarray,
+    host: int,
+    input_bytes: np.ndarray,
+    result_bytes: np.ndarray,
+    param_bytes: np.ndarray,
+    out_bytes: np.ndarray,
+    capacity: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_simulate` over the rows of ``placements``: latencies, overflowing devices, peaks, each ``(B,)``."""
+    n = placements.shape[0]
+    lat = np.empty(n)
+    over = np.empty(n, dtype=np.int64)
+    peak = np.empty(n)
+    for i in range(n):
+        lat[i], over[i], peak[i] = _simulate(
+            placements[i], order, pos, pred_ptr, pred_src, pred_bytes, last_use, compute, latency, inv_bw,
+            invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity,
+        )  # fmt: skip
+    return lat, over, peak
+
+
+def upward_rank(cost: CostModel) -> np.ndarray:
+    """HEFT's upward rank with device-averaged costs, shape ``(G,)``.
+
+    ``rank[g] = mean_d compute[g, d] + max over successors s of (mean transfer time of the edge + rank[s])``,
+    the mean transfer taken over all ordered device pairs (0 on the same device). Non-finite compute entries
+    (a device that cannot run a group) are left out of the mean.
+    """
+    g_count, d = cost.num_groups, cost.num_devices
+    finite = np.where(np.isfinite(cost.compute), cost.compute, 0.0)
+    counts = np.maximum(np.isfinite(cost.compute).sum(axis=1), 1)
+    mean = finite.sum(axis=1) / counts
+    inv_bw = np.where(np.isfinite(cost.link_bandwidth), 1.0 / cost.link_bandwidth, 0.0)
+    comm = cost.link_latency.sum() / d**2 + cost.edge_bytes * (inv_bw.sum() / d**2)
+    starts = np.searchsorted(cost.edge_src, np.arange(g_count + 1))  # edges are sorted by source
+    rank = mean.copy()
+    for g in range(g_count - 1, -1, -1):
+        lo, hi = starts[g], starts[g + 1]
+        if hi > lo:
+            rank[g] += float(np.max(comm[lo:hi] + rank[cost.edge_dst[lo:hi]]))
+    return rank
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """The placement-independent arrays of the list schedule of one cost model.
+
+    Attributes:
+        cost: The cost model.
+        order: Groups in priority order, shape ``(G,)`` (a topological order).
+        pos: Position of each group in ``order``, shape ``(G,)``.
+        pred_ptr: CSR offsets of each group's incoming edges, shape ``(G+1,)``.
+        pred_src: Source group of each incoming edge, shape ``(E,)``.
+        pred_bytes: Bytes of each incoming edge, shape ``(E,)``.
+        last_use: Schedule position after which each group's output is freed, shape ``(G,)``.
+        inv_bw: ``1 / bandwidth`` per link, shape ``(D, D)``, 0 on the diagonal.
+    """
+
+    cost: CostModel
+    order: np.ndarray
+    pos: np.ndarray
+    pred_ptr: np.ndarray
+    pred_src: np.ndarray
+    pred_bytes: np.ndarray
+    last_use: np.ndarray
+    inv_bw: np.ndarray
+
+    @classmethod
+    def build(cls, cost: CostModel) -> Schedule:
+        g = cost.num_groups
+        rank = upward_rank(cost)
+        order = np.lexsort((np.arange(g), -rank)).astype(np.int64)
+        pos = np.empty(g, dtype=np.int64)
+        pos[order] = np.arange(g)
+        if np.any(pos[cost.edge_src] >= pos[cost.edge_dst]):  # ties of zero-cost groups: keep index order
+            order = np.arange(g, dtype=np.int64)
+            pos = order.copy()
+        by_dst = np.argsort(cost.edge_dst, kind="stable")
+        pred_ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(g + 1)).astype(np.int64)
+        last_use = pos + 1
+        np.maximum.at(last_use, cost.edge_src, pos[cost.edge_dst] + 1)
+        last_use[cost.result_bytes > 0] = g  # graph outputs stay until the end
+        inv_bw = np.where(np.isfinite(cost.link_bandwidth), 1.0 / cost.link_bandwidth, 0.0)
+        np.fill_diagonal(inv_bw, 0.0)
+        return cls(
+            cost=cost,
+            order=order,
+            pos=pos,
+            pred_ptr=pred_ptr,
+            pred_src=np.ascontiguousarray(cost.edge_src[by_dst]),
+            pred_bytes=np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64),
+            last_use=last_use.astype(np.int64),
+            inv_bw=inv_bw,
+        )
+
+    def _args(self) -> tuple:
+        c = self.cost
+        return (
+            self.order, self.pos, self.pred_ptr, self.pred_src, self.pred_bytes, self.last_use,
+            np.ascontiguousarray(c.compute, dtype=np.float64), c.link_latency, self.inv_bw,
+            c.invoke_overhead, int(c.host), c.input_bytes, c.result_bytes, c.param_bytes, c.out_bytes,
+            c.capacity,
+        )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_packed", self._args())
+
+    def run(self, placement: np.ndarray) -> tuple[float, int, float]:
+        """``(latency, device over capacity or -1, its peak bytes)`` of a valid int64 placement ``(G,)``."""
+        return _simulate(placement, *self._packed)
+
+    def run_batch(self, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`run` over a valid int64 batch ``(B, G)``; three arrays of shape ``(B,)``."""
+        return _simulate_batch(np.ascontiguousarray(placements, dtype=np.int64), *self._packed)

@@ -1,0 +1,166 @@
+"""The simulated backend: latency of a placement from a cost model and a list schedule, in microseconds.
+
+Costs come from :class:`~placement_gym.backends.cost_model.CostModel` (real per-layer profiles for the
+``local`` platform's devices, datasheet rooflines elsewhere); the latency of a placement is the makespan of
+the event-driven list schedule in :mod:`placement_gym.backends.schedule` (per-device and per-link queues,
+transfers overlapping compute, inputs from and results to the host, a peak-memory check). The same
+placement always gets the same latency, so the backend is deterministic and caches results in a bounded
+LRU keyed by the placement's bytes.
+
+Example:
+    >>> from placement_gym.benchmarks import load_benchmark
+    >>> from placement_gym.platforms import load_platform
+    >>> bench = load_benchmark("tiny_cnn")
+    >>> sim = SimulatedBackend(bench, bench.coarsen("fused"), load_platform("cpu-dgpu"))
+    >>> sim.evaluate([0] * sim.graph.num_groups).feasible
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from placement_gym.backends.base import LatencyBackend, LatencyResult
+from placement_gym.backends.cost_model import CostModel
+from placement_gym.backends.schedule import Schedule
+from placement_gym.benchmarks import Benchmark
+from placement_gym.coarsening import CoarseGraph
+from placement_gym.errors import BackendError, PlacementError
+from placement_gym.platforms import Platform
+
+DEFAULT_CACHE_SIZE = 2**16
+
+
+class SimulatedBackend(LatencyBackend):
+    """Deterministic latency estimates from a cost model and a list schedule.
+
+    Args:
+        benchmark: The model.
+        graph: A coarsening of ``benchmark.ops``; its groups are placed.
+        platform: The devices and links.
+        profile: Source of per-op costs: ``"auto"`` (measured on the ``local`` platform, roofline
+            elsewhere), ``"measured"`` or ``"roofline"``.
+        cache_size: Most placements kept in the LRU result cache (0 disables it).
+        cost_model: Use this cost model instead of building one (it must match ``graph`` and
+            ``platform``); for hand-built problems and for sharing one model between backends.
+
+    Attributes:
+        cost_model: The :class:`CostModel` every evaluation uses.
+        schedule: The placement-independent schedule arrays.
+    """
+
+    name = "simulated"
+    deterministic = True
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        graph: CoarseGraph,
+        platform: Platform,
+        *,
+        profile: str = "auto",
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        super().__init__(benchmark, graph, platform)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 0:
+            raise BackendError(f"cache_size must be an integer >= 0, got {cache_size!r}")
+        if cost_model is None:
+            cost_model = CostModel.from_benchmark(benchmark, graph, platform, profile=profile)
+        elif cost_model.num_groups != graph.num_groups or cost_model.num_devices != platform.num_devices:
+            raise BackendError(
+                f"cost model is for {cost_model.num_groups} groups x {cost_model.num_devices} devices, "
+                f"graph/platform have {graph.num_groups} x {platform.num_devices}"
+            )
+        self.cost_model = cost_model
+        self.schedule = Schedule.build(cost_model)
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict[bytes, LatencyResult] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
+        """Simulated latency of one placement of shape ``(G,)``.
+
+        Raises:
+            PlacementError: Wrong shape, dtype or a device index out of range.
+        """
+        p = np.ascontiguousarray(self.validate(placement), dtype=np.int64)
+        key = p.tobytes()
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            return hit
+        self.misses += 1
+        return self._store(key, self._result(*self.schedule.run(p)))
+
+    def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
+        """Simulated latencies of a batch of shape ``(B, G)``, misses simulated in one compiled loop.
+
+        Raises:
+            PlacementError: If the batch is not ``(B, G)`` or any row is not a valid placement.
+        """
+        batch = self._validate_batch(placements)
+        keys = [row.tobytes() for row in batch]
+        results: list[LatencyResult | None] = [None] * len(keys)
+        todo = []
+        for i, key in enumerate(keys):
+            hit = self._cache.get(key)
+            if hit is None:
+                todo.append(i)
+            else:
+                self._cache.move_to_end(key)
+                results[i] = hit
+        self.hits += len(keys) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            lat, over, peak = self.schedule.run_batch(batch[todo])
+            for i, latency, device, nbytes in zip(todo, lat.tolist(), over.tolist(), peak.tolist()):
+                results[i] = self._store(keys[i], self._result(latency, device, nbytes))
+        return results  # type: ignore[return-value]
+
+    def clear_cache(self) -> None:
+        """Forget all cached results."""
+        self._cache.clear()
+
+    # ------------------------------------------------------------------ helpers
+    def _validate_batch(self, placements: np.ndarray) -> np.ndarray:
+        arr = np.asarray(placements)
+        g = self.graph.num_groups
+        if arr.ndim != 2 or arr.shape[1] != g:
+            raise PlacementError(f"a batch of placements must have shape (B, {g}), got {arr.shape}")
+        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() >= self.num_devices):
+            row = int(np.flatnonzero(((arr < 0) | (arr >= self.num_devices)).any(axis=1))[0])
+            self.validate(arr[row])  # raises with the offending index and the device list
+        return np.ascontiguousarray(arr, dtype=np.int64)
+
+    def _result(self, latency: float, over: int, peak: float) -> LatencyResult:
+        if over >= 0:
+            cap = self.cost_model.capacity[over]
+            return LatencyResult.infeasible(
+                f"out of memory on device {self.cost_model.device_names[over]!r}: peak {peak / 2**20:.1f} MiB "
+                f"> capacity {cap / 2**20:.1f} MiB"
+            )
+        if np.isnan(latency):
+            return LatencyResult.infeasible("simulated latency is NaN (the cost model has a NaN cost)")
+        if not np.isfinite(latency):
+            return LatencyResult.infeasible(
+                "a group is placed on a device that cannot run it (infinite cost)"
+            )
+        return LatencyResult(latency=latency)
+
+    def _store(self, key: bytes, result: LatencyResult) -> LatencyResult:
+        """Cache ``result`` (unless it came from a NaN) and return it with ``cached=False``."""
+        if self.cache_size and "NaN" not in result.reason:
+            self._cache[key] = dataclasses.replace(result, cached=True)
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return result
