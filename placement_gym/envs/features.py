@@ -1,0 +1,120 @@
+"""Static observation arrays of a coarse graph: node features, edges and their features, masks.
+
+Everything here depends only on the graph, so an env computes it once and reuses it every step.
+Features are scaled to roughly [0, 1] with fixed constants (not per-graph statistics), so the same
+feature means the same thing on every graph and a policy can move between graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_gym.coarsening import CoarseGraph
+
+#: Op-type categories; a group's feature is the fraction of its ops in each (last: everything else).
+OP_CATEGORIES: tuple[tuple[str, ...], ...] = (
+    ("Convolution", "ConvolutionBackpropData"),
+    ("GroupConvolution",),
+    ("MatMul", "FullyConnected"),
+    ("Add",),
+    ("Multiply",),
+    ("Subtract", "Divide"),
+    ("Relu", "Clamp", "PRelu"),
+    ("Gelu", "Erf", "Tanh", "Sigmoid", "Swish", "HSwish", "Exp"),
+    ("Softmax", "SoftMax", "LogSoftmax"),
+    ("MVN", "NormalizeL2", "BatchNormInference"),
+    ("MaxPool", "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool"),
+    ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"),
+    ("Concat", "Split", "VariadicSplit"),
+    ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Broadcast", "Tile"),
+    ("Gather", "GatherND", "ScatterUpdate", "ScatterNDUpdate", "StridedSlice", "Slice"),
+    ("Convert",),
+    ("Power", "Sqrt"),
+    ("ShapeOf", "Range", "Select", "Equal", "Greater", "Less", "Not", "LogicalNot"),
+)
+_CATEGORY = {op: i for i, ops in enumerate(OP_CATEGORIES) for op in ops}
+NUM_CATEGORIES = len(OP_CATEGORIES) + 1
+
+#: Names of the columns of ``node_features`` (op-type fractions come last).
+NODE_FEATURES: tuple[str, ...] = (
+    (
+        "log_flops",
+        "log_out_bytes",
+        "log_param_bytes",
+        "log_input_bytes",
+        "log_result_bytes",
+        "log_members",
+        "topo_position",
+        "log_in_degree",
+        "log_out_degree",
+    )
+    + tuple(f"frac_{ops[0]}" for ops in OP_CATEGORIES)
+    + ("frac_other",)
+)
+NUM_NODE_FEATURES = len(NODE_FEATURES)
+EDGE_FEATURES: tuple[str, ...] = ("log_bytes",)
+
+_LOG_FLOPS_SCALE = np.log1p(1e12)  # a 1 TFLOP group scores 1.0
+_LOG_BYTES_SCALE = np.log1p(2.0**32)  # a 4 GiB tensor scores 1.0
+
+
+@dataclass(frozen=True)
+class StaticFeatures:
+    """Padded static arrays of one coarse graph.
+
+    Attributes:
+        node_features: ``(N, NUM_NODE_FEATURES)`` float32, zero rows for padding.
+        node_mask: ``(N,)`` float32, 1 for real groups.
+        edge_index: ``(2, E)`` int64, ``[source; target]`` group indices; padding edges are ``0 -> 0``.
+        edge_features: ``(E, 1)`` float32, zero rows for padding.
+        edge_mask: ``(E,)`` float32, 1 for real edges.
+    """
+
+    node_features: np.ndarray
+    node_mask: np.ndarray
+    edge_index: np.ndarray
+    edge_features: np.ndarray
+    edge_mask: np.ndarray
+
+
+def op_type_fractions(coarse: CoarseGraph) -> np.ndarray:
+    """Fraction of each group's ops in each op-type category, shape ``(G, NUM_CATEGORIES)``."""
+    cats = np.array([_CATEGORY.get(t, NUM_CATEGORIES - 1) for t in coarse.ops.op_types], dtype=np.int64)
+    counts = np.zeros((coarse.num_groups, NUM_CATEGORIES), dtype=np.float64)
+    np.add.at(counts, (coarse.assignment, cats), 1.0)
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def static_features(coarse: CoarseGraph, max_nodes: int, max_edges: int) -> StaticFeatures:
+    """Compute the padded static arrays of ``coarse`` (``max_nodes >= G``, ``max_edges >= edges``)."""
+    q = coarse.graph
+    g, m = q.num_nodes, q.num_edges
+    members = np.bincount(coarse.assignment, minlength=g)
+    in_deg = np.bincount(q.edge_dst, minlength=g)
+    out_deg = np.bincount(q.edge_src, minlength=g)
+    cols = [
+        np.log1p(q.nodes["flops"]) / _LOG_FLOPS_SCALE,
+        np.log1p(q.nodes["out_bytes"]) / _LOG_BYTES_SCALE,
+        np.log1p(q.nodes["param_bytes"]) / _LOG_BYTES_SCALE,
+        np.log1p(q.nodes["input_bytes"]) / _LOG_BYTES_SCALE,
+        np.log1p(q.nodes["result_bytes"]) / _LOG_BYTES_SCALE,
+        np.log1p(members) / np.log1p(1e4),
+        np.arange(g) / max(g - 1, 1),
+        np.log1p(in_deg) / np.log1p(64),
+        np.log1p(out_deg) / np.log1p(64),
+    ]
+    node = np.zeros((max_nodes, NUM_NODE_FEATURES), dtype=np.float32)  # (N, F)
+    node[:g] = np.column_stack([*cols, op_type_fractions(coarse)])
+    node_mask = np.zeros(max_nodes, dtype=np.float32)  # (N,)
+    node_mask[:g] = 1.0
+    edge_index = np.zeros((2, max_edges), dtype=np.int64)  # (2, E)
+    edge_index[0, :m], edge_index[1, :m] = q.edge_src, q.edge_dst
+    edge_features = np.zeros((max_edges, len(EDGE_FEATURES)), dtype=np.float32)  # (E, 1)
+    edge_features[:m, 0] = np.log1p(q.edge_bytes) / _LOG_BYTES_SCALE
+    edge_mask = np.zeros(max_edges, dtype=np.float32)  # (E,)
+    edge_mask[:m] = 1.0
+    for arr in (node, node_mask, edge_index, edge_features, edge_mask):
+        arr.flags.writeable = False
+    return StaticFeatures(node, node_mask, edge_index, edge_features, edge_mask)

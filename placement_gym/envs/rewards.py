@@ -1,0 +1,61 @@
+"""Reward functions: map a placement's latency (and the baseline's) to a scalar, larger is better.
+
+Every reward is finite for infeasible placements: they get the reward's ``infeasible`` value, documented
+per reward, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement_gym.errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A reward shape.
+
+    Attributes:
+        name: Registry name.
+        description: Formula, for docs and ``info``.
+        infeasible: Reward of an infeasible placement.
+    """
+
+    name: str
+    description: str
+    infeasible: float
+
+    def __call__(self, latency: float, baseline: float, feasible: bool) -> float:
+        if not feasible:
+            return self.infeasible
+        if self.name == "speedup":
+            return baseline / latency - 1.0
+        if self.name == "neg_latency_ms":
+            return -latency * 1e3
+        if self.name == "log_speedup":
+            import math
+
+            return math.log(baseline / latency)
+        raise AssertionError(self.name)  # unreachable: REWARDS holds only the names above
+
+
+REWARDS = {
+    r.name: r
+    for r in (
+        Reward("speedup", "baseline_latency / latency - 1 (0 = as fast as the best single device)", -1.0),
+        Reward("log_speedup", "log(baseline_latency / latency)", -5.0),
+        Reward("neg_latency_ms", "-latency in milliseconds", -1e4),
+    )
+}
+
+
+def get_reward(name: str, infeasible: float | None = None) -> Reward:
+    """The reward called ``name``, optionally with another infeasible penalty.
+
+    Raises:
+        UnknownNameError: For an unknown reward name (lists the known ones).
+    """
+    if name not in REWARDS:
+        raise UnknownNameError("reward", name, REWARDS)
+    reward = REWARDS[name]
+    return reward if infeasible is None else Reward(reward.name, reward.description, float(infeasible))

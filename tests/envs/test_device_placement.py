@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import placement_gym
+from placement_gym.envs import DevicePlacementEnv
+from placement_gym.errors import PlacementError, UnknownNameError
+from placement_gym.zoo import BENCHMARK_MODELS
+
+TINY_SIM = dict(model="tiny_cnn", platform="cpu-dgpu", backend="simulated")
+
+
+@pytest.fixture
+def sim_env():
+    env = gym.make("DevicePlacement-v0", **TINY_SIM)
+    yield env
+    env.close()
+
+
+def test_registry_lists_every_model():
+    assert placement_gym.BENCHMARK_MODELS == BENCHMARK_MODELS
+    for model in BENCHMARK_MODELS:
+        assert gym.spec(f"DevicePlacement-{model}-v0").nondeterministic
+        assert not gym.spec(f"DevicePlacementSim-{model}-v0").nondeterministic
+    assert gym.spec("DevicePlacement-v0").nondeterministic
+    assert gym.spec("placement_gym:DevicePlacement-bert-v0").id == "DevicePlacement-bert-v0"
+
+
+@pytest.mark.parametrize("env_id", [i for i in placement_gym.ENV_IDS if "Sim" not in i])
+def test_check_env_measured_ids_on_tiny_model(env_id):
+    """Measured IDs (local platform) pass both checkers, with the tiny model swapped in for speed."""
+    env = gym.make(env_id, model="tiny_cnn", backend_kwargs={"warmup": 1, "repeats": 2})
+    gym_check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(env.unwrapped, warn=False)
+    env.close()
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_bert"])
+@pytest.mark.parametrize("mode", ["oneshot", "sequential"])
+def test_check_env_simulated_tiny(model, mode):
+    env = gym.make("DevicePlacement-v0", model=model, platform="cpu-dgpu", backend="simulated", mode=mode)
+    gym_check_env(env.unwrapped)
+    sb3_check_env(env.unwrapped, warn=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", BENCHMARK_MODELS)
+def test_check_env_simulated_benchmark_ids(model):
+    env = gym.make(f"DevicePlacementSim-{model}-v0")
+    gym_check_env(env.unwrapped)
+    sb3_check_env(env.unwrapped, warn=False)
+    _, reward, _, _, info = env.step(env.action_space.sample())
+    assert info["baseline_latency"] > 0 and np.isfinite(reward)
+
+
+def test_simulated_rewards_are_reproducible():
+    rewards = []
+    for _ in range(2):
+        env = gym.make("DevicePlacement-v0", **TINY_SIM, initial_placement="random")
+        obs, _ = env.reset(seed=123)
+        env.action_space.seed(7)
+        rewards.append(
+            [env.step(env.action_space.sample())[1] for _ in range(3)] + [obs["placement"].tolist()]
+        )
+        env.close()
+    assert rewards[0] == rewards[1]
+
+
+def test_step_info_and_reward(sim_env):
+    env = sim_env.unwrapped
+    sim_env.reset(seed=0)
+    g, d = env.num_groups, env.num_devices
+    assert env.action_space.nvec.tolist() == [d] * g
+    for dev in range(d):
+        _, reward, terminated, truncated, info = sim_env.step(np.full(g, dev))
+        assert terminated and not truncated
+        assert info["feasible"] and info["latency"] >= info["baseline_latency"] * (1 - 1e-9)
+        assert np.isclose(reward, info["baseline_latency"] / info["latency"] - 1.0)
+    assert max(env.backend.evaluate(np.full(g, dev)).latency for dev in range(d)) >= info["baseline_latency"]
+
+
+def test_bad_actions_raise_clear_errors(sim_env):
+    sim_env.reset(seed=0)
+    g = sim_env.unwrapped.num_groups
+    with pytest.raises(PlacementError, match=rf"shape \({g},\)"):
+        sim_env.step(np.zeros(g + 1, dtype=np.int64))
+    with pytest.raises(PlacementError, match="integer"):
+        sim_env.step(np.zeros(g, dtype=np.float32))
+    with pytest.raises(PlacementError, match="out of range"):
+        sim_env.step(np.full(g, 5))
+    with pytest.raises(PlacementError, match="out of range"):
+        sim_env.step(np.full(g, -1))
+
+
+@pytest.mark.parametrize(
+    "kwargs, kind",
+    [
+        ({"model": "tiny_cnnn"}, "model"),
+        ({"platform": "cpu-dgpuu"}, "platform"),
+        ({"backend": "simulatd"}, "backend"),
+        ({"coarsening": "fusd"}, "coarsening level"),
+        ({"mode": "seq"}, "mode"),
+        ({"reward": "speed"}, "reward"),
+    ],
+)
+def test_unknown_names_list_valid_ones(kwargs, kind):
+    with pytest.raises(UnknownNameError, match=f"unknown {kind}") as err:
+        DevicePlacementEnv(**{**TINY_SIM, **kwargs})
+    assert "known:" in str(err.value)
+
+
+def test_sequential_matches_oneshot():
+    seq = DevicePlacementEnv(**TINY_SIM, mode="sequential")
+    one = DevicePlacementEnv(**TINY_SIM)
+    seq.reset(seed=0)
+    one.reset(seed=0)
+    placement = np.arange(seq.num_groups) % seq.num_devices
+    for t, dev in enumerate(placement):
+        mask = seq.action_masks()
+        assert mask.shape == (seq.num_devices,) and mask[dev]
+        obs, reward, terminated, _, info = seq.step(int(dev))
+        assert terminated == (t == seq.num_groups - 1)
+        if not terminated:
+            assert reward == 0.0 and obs["current_node"][t + 1] == 1.0
+    _, ref, _, _, _ = one.step(placement)
+    assert np.isclose(reward, ref)
+    with pytest.raises(PlacementError, match="reset"):
+        seq.step(0)
+
+
+def test_incremental_sequential_rewards_sum_to_final_minus_initial():
+    env = DevicePlacementEnv(**TINY_SIM, mode="sequential", sequential_reward="incremental")
+    env.reset(seed=0)
+    _, start = env.evaluate(np.full(env.num_groups, env.platform.host))
+    total = sum(env.step(int(g % env.num_devices))[1] for g in range(env.num_groups))
+    _, final = env.evaluate(np.arange(env.num_groups) % env.num_devices)
+    assert np.isclose(total, final - start)
+
+
+def test_padding_and_masks():
+    env = DevicePlacementEnv(**TINY_SIM, max_nodes=40, max_edges=60)
+    obs, _ = env.reset(seed=0)
+    g = env.num_groups
+    assert obs["node_features"].shape[0] == 40 and obs["node_mask"].sum() == g
+    assert obs["edge_mask"].sum() == env.coarse.graph.num_edges
+    assert env.observation_space.contains(obs)
+    assert env.action_masks().shape == (40 * env.num_devices,)
+    _, reward, _, _, info = env.step(np.zeros(40, dtype=np.int64))
+    assert info["placement"].shape == (g,)
+    with pytest.raises(ValueError, match="smaller than the graph"):
+        DevicePlacementEnv(**TINY_SIM, max_nodes=2)
+
+
+def test_memory_mask_forbids_a_too_small_device():
+    from dataclasses import replace
+
+    from placement_gym.platforms import load_platform
+
+    base = load_platform("cpu-dgpu")
+    small = replace(base.devices[1], memory_bytes=1)  # the GPU can hold nothing
+    platform = replace(base, devices=(base.devices[0], small))
+    env = DevicePlacementEnv("tiny_cnn", platform, "simulated")
+    mask = env.action_masks().reshape(env.num_groups, 2)
+    assert mask[:, 0].all() and not mask[:, 1].any()
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.ones(env.num_groups, dtype=np.int64))
+    assert not info["feasible"] and info["reason"] and reward == -1.0
+
+
+def test_render_modes():
+    env = DevicePlacementEnv(**TINY_SIM, render_mode="ansi")
+    env.reset(seed=0)
+    env.step(np.zeros(env.num_groups, dtype=np.int64))
+    text = env.render()
+    assert "latency:" in text and "group" in text
+    env = DevicePlacementEnv(**TINY_SIM, render_mode="rgb_array")
+    env.reset(seed=0)
+    img = env.render()
+    assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3 and img.std() > 0
+
+
+def test_pickle_round_trip_keeps_state():
+    env = DevicePlacementEnv(**TINY_SIM, initial_placement="random")
+    env.reset(seed=3)
+    clone = pickle.loads(pickle.dumps(env))
+    assert np.array_equal(clone.placement, env.placement)
+    action = np.arange(env.num_groups) % env.num_devices
+    assert clone.step(action)[1] == env.step(action)[1]
+    assert clone.np_random.integers(1000) == env.np_random.integers(1000)
+
+
+def test_vec_envs():
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    for cls in (DummyVecEnv, SubprocVecEnv):
+        vec = make_vec_env("DevicePlacement-v0", n_envs=2, seed=0, vec_env_cls=cls, env_kwargs=TINY_SIM)
+        obs = vec.reset()
+        assert obs["node_features"].shape[0] == 2
+        actions = np.stack([vec.action_space.sample() for _ in range(2)])
+        _, rewards, dones, infos = vec.step(actions)
+        assert dones.all() and np.all(np.isfinite(rewards)) and "latency" in infos[0]
+        vec.close()
+
+
+@pytest.mark.slow
+def test_ppo_multi_input_trains_on_sim_bert():
+    from stable_baselines3 import PPO
+
+    env = gym.make("DevicePlacementSim-bert-v0")
+    model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(256)
+    action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
+    assert env.action_space.contains(action)
