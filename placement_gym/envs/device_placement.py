@@ -74,8 +74,11 @@ class DevicePlacementEnv(gym.Env):
     which sums to the final reward minus the initial one.
 
     ``info`` holds ``latency`` and ``baseline_latency`` (seconds), ``speedup``, ``feasible``, ``reason``,
-    ``spread`` and ``samples`` (measured backend), ``cached`` (the backend answered from its cache),
-    ``best_latency`` (best feasible latency seen since construction) and ``evaluations``.
+    ``spread`` and ``samples`` (measured backend), ``placement`` (the ``(G,)`` placement evaluated) and,
+    for nondeterministic (measured) backends, ``cached`` (the backend answered from its cache). The
+    simulator's info leaves ``cached`` out so that it is a function of seed and actions alone
+    (Gymnasium's determinism check); :meth:`stats` gives evaluation and cache-hit counts and the best
+    placement seen, for every backend.
 
     ## Starting State
 
@@ -202,6 +205,7 @@ class DevicePlacementEnv(gym.Env):
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
         self.evaluations = 0
+        self.cache_hits = 0
 
     # ------------------------------------------------------------------ baseline and evaluation
     @property
@@ -225,6 +229,7 @@ class DevicePlacementEnv(gym.Env):
         """Evaluate a ``(G,)`` placement: the backend's result and the reward it earns."""
         res = self.backend.evaluate(placement)
         self.evaluations += 1
+        self.cache_hits += int(res.cached)
         if res.feasible and res.latency < self.best_latency:
             self.best_latency, self.best_placement = res.latency, np.array(placement, dtype=np.int64)
         baseline = self.baseline.latency if self.reward_fn.name != "neg_latency_ms" else float("nan")
@@ -280,33 +285,45 @@ class DevicePlacementEnv(gym.Env):
         current = np.zeros(self.max_nodes, dtype=np.float32)  # (N,)
         if self.mode == "sequential" and self._cursor < self.num_groups:
             current[self._cursor] = 1.0
-        s = self._static
+        s = self._static  # copied: callers (replay buffers, users) own what they receive
         return {
-            "node_features": s.node_features,
-            "node_mask": s.node_mask,
-            "edge_index": s.edge_index,
-            "edge_features": s.edge_features,
-            "edge_mask": s.edge_mask,
+            "node_features": s.node_features.copy(),
+            "node_mask": s.node_mask.copy(),
+            "edge_index": s.edge_index.copy(),
+            "edge_features": s.edge_features.copy(),
+            "edge_mask": s.edge_mask.copy(),
             "placement": placed,
             "current_node": current,
         }
 
     def _info(self, res: LatencyResult | None) -> dict[str, Any]:
-        info: dict[str, Any] = {"evaluations": self.evaluations, "best_latency": self.best_latency}
-        if res is not None:
-            base = self.baseline.latency
-            info.update(
-                latency=res.latency,
-                baseline_latency=base,
-                speedup=base / res.latency if res.feasible else 0.0,
-                feasible=res.feasible,
-                reason=res.reason,
-                spread=res.spread,
-                samples=res.samples,
-                cached=res.cached,
-                placement=self.placement.copy(),
-            )
+        if res is None:
+            return {}
+        base = self.baseline.latency
+        info: dict[str, Any] = dict(
+            latency=res.latency,
+            baseline_latency=base,
+            speedup=base / res.latency if res.feasible else 0.0,
+            feasible=res.feasible,
+            reason=res.reason,
+            spread=res.spread,
+            samples=res.samples,
+            placement=self.placement.copy(),
+        )
+        if not self.backend.deterministic:
+            # A deterministic backend's info must depend on (seed, actions) only (Gymnasium's determinism
+            # check); whether its answer came from a cache does not change it. See stats() for counts.
+            info["cached"] = res.cached
         return info
+
+    def stats(self) -> dict[str, Any]:
+        """Evaluations and cache hits since construction, and the best placement found."""
+        return {
+            "evaluations": self.evaluations,
+            "cache_hits": self.cache_hits,
+            "best_latency": self.best_latency,
+            "best_placement": None if self.best_placement is None else self.best_placement.copy(),
+        }
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

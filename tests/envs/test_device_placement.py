@@ -29,7 +29,23 @@ def test_registry_lists_every_model():
         assert gym.spec(f"DevicePlacement-{model}-v0").nondeterministic
         assert not gym.spec(f"DevicePlacementSim-{model}-v0").nondeterministic
     assert gym.spec("DevicePlacement-v0").nondeterministic
-    assert gym.spec("placement_gym:DevicePlacement-bert-v0").id == "DevicePlacement-bert-v0"
+
+
+@pytest.mark.slow
+def test_make_with_module_prefix_needs_no_import():
+    """``gym.make("placement_gym:DevicePlacement-bert-v0")`` works in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gymnasium as gym, sys; assert 'placement_gym' not in sys.modules; "
+        "env = gym.make('placement_gym:DevicePlacement-bert-v0'); "
+        "print(env.unwrapped.num_groups, env.unwrapped.platform.name)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    groups, platform = out.stdout.split()[-2:]
+    assert int(groups) > 100 and platform == "local"
 
 
 @pytest.mark.parametrize("env_id", [i for i in placement_gym.ENV_IDS if "Sim" not in i])
@@ -55,6 +71,7 @@ def test_check_env_simulated_benchmark_ids(model):
     env = gym.make(f"DevicePlacementSim-{model}-v0")
     gym_check_env(env.unwrapped)
     sb3_check_env(env.unwrapped, warn=False)
+    env.reset(seed=0)
     _, reward, _, _, info = env.step(env.action_space.sample())
     assert info["baseline_latency"] > 0 and np.isfinite(reward)
 
@@ -200,7 +217,9 @@ def test_vec_envs():
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     for cls in (DummyVecEnv, SubprocVecEnv):
-        vec = make_vec_env("DevicePlacement-v0", n_envs=2, seed=0, vec_env_cls=cls, env_kwargs=TINY_SIM)
+        vec = make_vec_env(
+            "placement_gym:DevicePlacement-v0", n_envs=2, seed=0, vec_env_cls=cls, env_kwargs=TINY_SIM
+        )
         obs = vec.reset()
         assert obs["node_features"].shape[0] == 2
         actions = np.stack([vec.action_space.sample() for _ in range(2)])
