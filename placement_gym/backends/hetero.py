@@ -9,7 +9,8 @@ What HETERO can and cannot measure:
 * HETERO addresses *physical* OpenVINO devices. Virtual devices that share one (``cpu0`` and ``cpu1``
   both on ``"CPU"``) are indistinguishable to it: they are mapped to that physical device, the placement
   between them is lost, and the model compiles as if on one device with the compile properties of the
-  first virtual device on it (passed via ``DEVICE_PROPERTIES``). On the ``local`` platform every
+  first virtual device on it (passed via ``DEVICE_PROPERTIES``; note that HETERO silently ignores
+  property names the device does not know, where a direct compile would fail). On the ``local`` platform every
   placement therefore measures the same thing: the whole model on one 1-thread CPU.
 * HETERO's inference runs its subgraphs one after another, so independent branches on two devices never
   overlap within one inference: it measures sequential execution. Use the partitioned executor

@@ -1,8 +1,8 @@
 """Split a per-op device placement into same-device segments and build each segment as an ``ov.Model``.
 
-A *segment* is a connected set of ops on one device. :func:`split_segments` makes them maximal: it merges
-same-device ops along their edges for as long as the quotient graph of the segments stays a DAG, so the
-segments can run in a dataflow order, each as one compiled model.
+A *segment* is a connected set of ops on one device, compiled as one model. :func:`split_segments`
+merges same-device ops along their edges while the quotient graph of the segments stays a DAG (so the
+segments can run in a dataflow order) and no merge costs concurrency between devices.
 
 Tensors are named by *source keys*: ``(op, port)`` for output ``port`` of op graph node ``op``, and
 ``(-1 - i, 0)`` for the model's ``i``-th Parameter. A segment reads the keys produced outside it and
@@ -13,6 +13,7 @@ they travel with every segment that consumes them.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,14 +54,20 @@ class Segment:
 
 
 class _Segments:
-    """Union-find over ops with the segments' quotient edges and topological extents."""
+    """Union-find over ops with the segments' quotient edges and topological extents.
 
-    def __init__(self, graph: CompGraph) -> None:
+    ``succ``/``pred`` hold op indices; :meth:`find` maps them to segment roots.
+    """
+
+    def __init__(self, graph: CompGraph, op_device: np.ndarray) -> None:
         n = graph.num_nodes
+        self.device = op_device.tolist()
         self.parent = list(range(n))
         self.succ: list[set[int]] = [set() for _ in range(n)]
+        self.pred: list[set[int]] = [set() for _ in range(n)]
         for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
             self.succ[s].add(d)
+            self.pred[d].add(s)
         self.lo = list(range(n))  # smallest op index in the segment
         self.hi = list(range(n))  # largest op index in the segment
 
@@ -70,41 +77,100 @@ class _Segments:
             a = self.parent[a]
         return a
 
-    def reaches_indirectly(self, a: int, b: int) -> bool:
-        """Whether a path of >= 2 quotient edges leads from segment ``a`` to segment ``b``.
+    def successors(self, a: int) -> set[int]:
+        return {s for s in map(self.find, self.succ[a]) if s != a}
+
+    def predecessors(self, a: int) -> set[int]:
+        return {p for p in map(self.find, self.pred[a]) if p != a}
+
+    def reaches(self, a: int, b: int, *, skip_direct: bool = False) -> bool:
+        """Whether a path leads from segment ``a`` to segment ``b`` (of >= 2 edges if ``skip_direct``).
 
         Node indices are topological, so a segment whose smallest op comes after ``b``'s largest cannot
         reach ``b``: the search skips it.
         """
         limit = self.hi[b]
-        stack = [s for s in (self.find(x) for x in self.succ[a]) if s != b and self.lo[s] < limit]
+        first = self.successors(a)
+        if not skip_direct and b in first:
+            return True
+        stack = [s for s in first if s != b and self.lo[s] < limit]
         seen = set(stack)
         while stack:
-            g = stack.pop()
-            for x in self.succ[g]:
-                s = self.find(x)
+            for s in self.successors(stack.pop()):
                 if s == b:
                     return True
-                if s not in seen and s != g and self.lo[s] < limit:
+                if s not in seen and self.lo[s] < limit:
                     seen.add(s)
                     stack.append(s)
         return False
+
+    def closure(self, a: int, *, forward: bool) -> set[int]:
+        """Segment ``a`` and all its descendants (``forward``) or ancestors."""
+        step = self.successors if forward else self.predecessors
+        seen, stack = {a}, [a]
+        while stack:
+            for s in step(stack.pop()):
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return seen
+
+    def _only_same_device(self, frontier: set[int], known: set[int], *, forward: bool, device: int) -> bool:
+        """Whether every segment reachable from ``frontier`` without entering ``known`` is on ``device``."""
+        step = self.successors if forward else self.predecessors
+        stack = [s for s in frontier if s not in known]
+        seen = set(stack)
+        while stack:
+            g = stack.pop()
+            if self.device[g] != device:
+                return False
+            for s in step(g):
+                if s not in known and s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return True
+
+    def harmless(self, a: int, b: int) -> bool:
+        """Whether merging segment ``a`` with its successor ``b`` (same device) keeps the quotient a DAG
+        and delays no other device's work.
+
+        Merged, ``b``'s ops wait for everything ``a`` waits for and ``a``'s outputs appear when ``b``'s
+        ops are done. That costs nothing across devices if every other-device segment upstream of ``b`` is
+        already upstream of ``a``, and every other-device segment downstream of ``a`` is already
+        downstream of ``b``. Same-device segments in between are fine: the device runs one segment at a
+        time anyway.
+        """
+        if self.reaches(a, b, skip_direct=True):
+            return False
+        dev = self.device[a]
+        upstream_a = self.closure(a, forward=False)
+        if not self._only_same_device(self.predecessors(b), upstream_a, forward=False, device=dev):
+            return False
+        downstream_b = self.closure(b, forward=True)
+        return self._only_same_device(self.successors(a), downstream_b, forward=True, device=dev)
 
     def merge(self, a: int, b: int) -> None:
         if self.lo[b] < self.lo[a]:
             a, b = b, a
         self.parent[b] = a
-        self.succ[a] = {s for s in (self.find(x) for x in self.succ[a] | self.succ[b]) if s != a}
-        self.succ[b] = set()
+        self.succ[a] |= self.succ[b]
+        self.pred[a] |= self.pred[b]
+        self.succ[b], self.pred[b] = set(), set()
         self.lo[a] = min(self.lo[a], self.lo[b])
         self.hi[a] = max(self.hi[a], self.hi[b])
 
 
 def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """Maximal connected same-device segments whose quotient graph is a DAG.
+    """Connected same-device segments, as large as possible without losing concurrency.
 
-    Same-device edges are contracted, in edge order, unless the contraction would close a cycle through
-    another segment; passes repeat until none succeeds (a merge can make an earlier rejected one legal).
+    Same-device edges are contracted, in edge order, when :meth:`_Segments.harmless`: the quotient stays
+    a DAG, no op has to wait for another device's output it did not depend on before, and no other
+    device has to wait for ops its input does not depend on. Passes repeat until none succeeds (a merge can make a rejected one legal).
+
+    Plain maximal DAG-preserving merging would be wrong for concurrency: with two branches on two
+    devices joined at the end, the join would merge into one branch's segment, which then cannot start
+    before the other branch ends, so the branches would never overlap. With one device, each connected
+    part of the graph becomes one segment.
 
     Args:
         graph: The op graph, ``n`` nodes in topological order.
@@ -112,10 +178,10 @@ def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, n
 
     Returns:
         ``(device, ops)`` per segment, ``ops`` ascending int64 of shape ``(k,)``; segments are listed in a
-        topological order of their quotient graph (by smallest op index).
+        topological order of their quotient graph (ties: smallest op index first).
     """
     op_device = np.asarray(op_device)
-    state = _Segments(graph)
+    state = _Segments(graph, op_device)
     same = op_device[graph.edge_src] == op_device[graph.edge_dst]
     edges = list(zip(graph.edge_src[same].tolist(), graph.edge_dst[same].tolist()))
     changed = True
@@ -126,15 +192,35 @@ def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, n
             a, b = state.find(u), state.find(v)
             if a == b:
                 continue
-            if state.reaches_indirectly(a, b):
-                rejected.append((u, v))
-            else:
+            if state.harmless(a, b):
                 state.merge(a, b)
                 changed = True
+            else:
+                rejected.append((u, v))
         edges = rejected
     roots = np.array([state.find(i) for i in range(graph.num_nodes)], dtype=np.int64)
-    order = sorted(set(roots.tolist()), key=lambda r: state.lo[r])
-    return [(int(op_device[r]), np.flatnonzero(roots == r)) for r in order]
+    return [(int(op_device[r]), np.flatnonzero(roots == r)) for r in _topological(state, roots)]
+
+
+def _topological(state: _Segments, roots: np.ndarray) -> list[int]:
+    """Segment roots in a topological order of the quotient, ties by smallest op index."""
+    segs = sorted(set(roots.tolist()), key=lambda r: state.lo[r])
+    succ = {r: state.successors(r) for r in segs}
+    indeg = dict.fromkeys(segs, 0)
+    for r in segs:
+        for s in succ[r]:
+            indeg[s] += 1
+    ready = [(state.lo[r], r) for r in segs if indeg[r] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, r = heapq.heappop(ready)
+        order.append(r)
+        for s in succ[r]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready, (state.lo[s], s))
+    return order
 
 
 class ModelIndex:
