@@ -206,6 +206,7 @@ class DevicePlacementEnv(gym.Env):
         self.best_placement: np.ndarray | None = None
         self.evaluations = 0
         self.cache_hits = 0
+        self._cost_model = None
 
     # ------------------------------------------------------------------ baseline and evaluation
     @property
@@ -315,6 +316,21 @@ class DevicePlacementEnv(gym.Env):
             # check); whether its answer came from a cache does not change it. See stats() for counts.
             info["cached"] = res.cached
         return info
+
+    def cost_model(self):
+        """The :class:`~placement_gym.backends.cost_model.CostModel` of this env's graph and platform.
+
+        The documented accessor for classical baselines (HEFT, m-SCT, the MILP...). For the simulated
+        backend it is exactly the model the rewards come from; for the measured backend it is the
+        calibrated simulator's model of the same platform (profiled per-op times on local devices).
+        """
+        if getattr(self.backend, "cost_model", None) is not None:
+            return self.backend.cost_model
+        if self._cost_model is None:
+            from placement_gym.backends.cost_model import CostModel
+
+            self._cost_model = CostModel.from_benchmark(self.benchmark, self.coarse, self.platform)
+        return self._cost_model
 
     def stats(self) -> dict[str, Any]:
         """Evaluations and cache hits since construction, and the best placement found."""
