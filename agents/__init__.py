@@ -1,0 +1,57 @@
+"""Everything that chooses a placement: SB3 learners with GNN policies, reimplemented published systems,
+and classical baselines, all behind :class:`agents.base.PlacementMethod`.
+
+Use :func:`make_method` with a name from :data:`METHODS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from agents.base import BudgetTracker, PlacementMethod, PlacementResult
+from placement_gym.errors import UnknownNameError
+
+#: Method name -> "module:class", imported on first use.
+METHODS: dict[str, str] = {
+    # classical baselines
+    "single_device": "agents.baselines.single_device:SingleDevice",
+    "random_search": "agents.baselines.random_search:RandomSearch",
+    "heft": "agents.baselines.heft:HEFT",
+    "m_topo": "agents.baselines.baechi:MTopo",
+    "m_etf": "agents.baselines.baechi:METF",
+    "m_sct": "agents.baselines.baechi:MSCT",
+    "metis": "agents.baselines.metis:MetisPlacement",
+    "milp": "agents.baselines.milp:MILPPlacement",
+    # published systems
+    "moirai": "agents.systems.moirai:Moirai",
+    "hsdag": "agents.systems.hsdag:HSDAG",
+    "rl_placement": "agents.systems.rl_placement:RLPlacement",
+    "grouper_placer": "agents.systems.grouper_placer:GrouperPlacer",
+    "placeto": "agents.systems.placeto:Placeto",
+    # Stable-Baselines3 learners
+    "ppo_gnn": "agents.sb3.methods:PPOGNN",
+    "a2c_gnn": "agents.sb3.methods:A2CGNN",
+    "maskable_ppo_gnn": "agents.sb3.methods:MaskablePPOGNN",
+    "ppo_mlp": "agents.sb3.methods:PPOMLP",
+}
+
+
+def method_class(name: str) -> type[PlacementMethod]:
+    """The class registered as ``name``.
+
+    Raises:
+        UnknownNameError: If ``name`` is not in :data:`METHODS`.
+    """
+    if name not in METHODS:
+        raise UnknownNameError("method", name, METHODS)
+    module, cls = METHODS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_method(name: str, **kwargs: Any) -> PlacementMethod:
+    """Instantiate method ``name`` with its keyword arguments."""
+    return method_class(name)(**kwargs)
+
+
+__all__ = ["METHODS", "BudgetTracker", "PlacementMethod", "PlacementResult", "make_method", "method_class"]
