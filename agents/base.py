@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,9 @@ class BudgetTracker:
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
         self.history: list[tuple[int, float]] = []
+        #: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation (progress bars,
+        #: TensorBoard); set by the caller of :meth:`PlacementMethod.place`.
+        self.listeners: list[Callable[[BudgetTracker, np.ndarray, float, bool], None]] = []
 
     @property
     def exhausted(self) -> bool:
@@ -66,6 +70,8 @@ class BudgetTracker:
         if feasible and latency < self.best_latency:
             self.best_latency, self.best_placement = float(latency), np.array(placement, dtype=np.int64)
         self.history.append((self.used, self.best_latency))
+        for listener in self.listeners:
+            listener(self, placement, latency, feasible)
 
     def evaluate(self, placement: np.ndarray) -> tuple[float, float]:
         """Evaluate ``placement`` (shape ``(G,)``): returns ``(latency, reward)``."""
@@ -87,15 +93,23 @@ class PlacementMethod(abc.ABC):
 
     name: str = "method"
 
-    def place(self, env: gym.Env, budget: int | None = None, seed: int = 0) -> PlacementResult:
+    def place(
+        self,
+        env: gym.Env,
+        budget: int | None = None,
+        seed: int = 0,
+        listeners: Sequence[Callable[[BudgetTracker, np.ndarray, float, bool], None]] = (),
+    ) -> PlacementResult:
         """Find a placement for ``env``'s graph using at most ``budget`` evaluations.
 
         Args:
             env: A ``DevicePlacement*`` env (possibly wrapped).
             budget: Evaluation budget (``None``: the method's own stopping rule).
             seed: Seed of all the method's randomness.
+            listeners: Called after every evaluation (see :attr:`BudgetTracker.listeners`).
         """
         tracker = BudgetTracker(env, budget)
+        tracker.listeners.extend(listeners)
         start = time.perf_counter()
         extra = self._place(env, tracker, seed) or {}
         return tracker.result(self.name, time.perf_counter() - start, **extra)
