@@ -18,11 +18,13 @@ infeasible but never cached, so a transient failure does not stick to a placemen
 
 Example:
     >>> from placement_gym.benchmarks import load_benchmark
+    >>> from placement_gym.platforms import load_platform
     >>> bench = load_benchmark("tiny_cnn")
     >>> graph = bench.coarsen("fused")
-    >>> backend = MeasuredBackend(bench, graph, platform, repeats=3)  # doctest: +SKIP
-    >>> backend.evaluate([0] * graph.num_groups).latency > 0  # doctest: +SKIP
-    True
+    >>> backend = MeasuredBackend(bench, graph, load_platform("local"), repeats=3)
+    >>> result = backend.evaluate([0] * graph.num_groups)
+    >>> result.feasible, result.samples, backend.evaluate([0] * graph.num_groups).cached
+    (True, 3, True)
 """
 
 from __future__ import annotations

@@ -309,6 +309,35 @@ def test_runtime_failures_are_not_cached(tiny_cnn, platform):
     assert backend.evaluate(placement).feasible and len(backend.results) == 1
 
 
+class _FailingRequest:
+    """An infer request whose asynchronous start fails, as a device error would."""
+
+    def __init__(self, request):
+        self._request = request
+
+    def start_async(self):
+        raise RuntimeError("Exception from the plugin: device lost")
+
+    def __getattr__(self, name):
+        return getattr(self._request, name)
+
+
+def test_a_failing_segment_leaves_the_executor_usable(tiny_bert, platform):
+    graph = tiny_bert.coarsen("k", k=6)
+    backend = MeasuredBackend(tiny_bert, graph, platform, repeats=2)
+    placement = np.array([0, 1] * 3)[: graph.num_groups]
+    plan = backend.executor.prepare(graph.expand(placement))
+    assert len(plan.parts) > 1
+    victim = plan.parts[-1]
+    real = victim.request
+    victim.request = _FailingRequest(real)
+    result = backend.evaluate(placement)
+    assert not result.feasible and "device lost" in result.reason and len(backend.results) == 0
+    victim.request = real
+    result = backend.evaluate(placement)
+    assert result.feasible and result.samples == 2
+
+
 def test_registry_builds_the_measured_backend(tiny_cnn, platform):
     graph = tiny_cnn.coarsen("fused")
     backend = make_backend("measured", tiny_cnn, graph, platform, repeats=1, warmup=0)
