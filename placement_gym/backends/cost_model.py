@@ -64,6 +64,9 @@ class CostModel:
         invoke_overhead: Fixed cost each time a device starts a subgraph, shape ``(D,)`` (see
             :attr:`placement_gym.platforms.Device.invoke_overhead`).
         host: Index of the host device.
+        contention: Extra run time on device ``i`` per second of overlap with work on device ``j``, shape
+            ``(D, D)`` (nonzero only between devices sharing hardware, e.g. two virtual CPUs; see
+            :attr:`placement_gym.platforms.Device.contention`); zeros if not given.
         meta: Where the costs come from (profile source per device, model name...).
     """
 
@@ -81,10 +84,13 @@ class CostModel:
     capacity: np.ndarray
     invoke_overhead: np.ndarray
     host: int = 0
+    contention: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         g, d, e = self.compute.shape[0], len(self.device_names), len(self.edge_src)
+        if self.contention is None:
+            object.__setattr__(self, "contention", np.zeros((d, d)))
         shapes = {
             "compute": (self.compute, (g, d)),
             "edge_dst": (self.edge_dst, (e,)),
@@ -97,6 +103,7 @@ class CostModel:
             "result_bytes": (self.result_bytes, (g,)),
             "capacity": (self.capacity, (d,)),
             "invoke_overhead": (self.invoke_overhead, (d,)),
+            "contention": (self.contention, (d, d)),
         }
         for key, (arr, shape) in shapes.items():
             if np.shape(arr) != shape:
@@ -171,6 +178,11 @@ class CostModel:
         for (i, j), link in platform.links.items():
             latency[i, j], bandwidth[i, j] = link.latency, link.bandwidth
         f = {k: v.astype(np.float64) for k, v in q.nodes.items()}
+        contention = np.zeros((d, d))
+        for i, a_dev in enumerate(platform.devices):
+            for j, b_dev in enumerate(platform.devices):
+                if i != j and a_dev.ov_device == b_dev.ov_device:
+                    contention[i, j] = a_dev.contention
         return cls(
             device_names=tuple(dev.name for dev in platform.devices),
             compute=np.ascontiguousarray(compute),
@@ -186,6 +198,7 @@ class CostModel:
             capacity=np.array([dev.memory_bytes for dev in platform.devices], dtype=np.float64),
             invoke_overhead=np.array([dev.invoke_overhead for dev in platform.devices], dtype=np.float64),
             host=platform.host,
+            contention=contention,
             meta=dict(meta or {}),
         )
 

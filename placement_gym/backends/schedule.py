@@ -14,6 +14,9 @@ Rules (Placeto's simulator, made deterministic by a fixed priority order):
 * Graph inputs start on the host (a group on another device first receives its ``input_bytes``) and
   results go back to the host (``result_bytes`` after the group finishes). The latency is the time the last
   result reaches the host (or the last group finishes).
+* Devices that share hardware (two virtual CPUs) slow each other down: a group that starts while
+  another such device is busy runs ``contention x overlap`` longer (the earlier group keeps its time,
+  so the lost work is charged to the later one).
 * A device pays ``invoke_overhead`` once per subgraph: per connected component of the groups it runs
   (groups joined by edges placed on the same device), charged to the component's first group.
 * Memory, per device: its groups' weights, plus each activation from the start of its producer up to the
@@ -59,6 +62,7 @@ def _simulate(
     param_bytes: np.ndarray,  # (G,) float64
     out_bytes: np.ndarray,  # (G,) float64
     capacity: np.ndarray,  # (D,) float64
+    contention: np.ndarray,  # (D, D) float64
 ) -> tuple[float, int, float]:
     """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
     n_groups = dev.shape[0]
@@ -129,6 +133,11 @@ def _simulate(
         if not started[root]:
             started[root] = True
             cost += invoke[d]
+        extra = 0.0
+        for o in range(n_dev):
+            if o != d and contention[d, o] > 0.0 and dev_free[o] > start:
+                extra += contention[d, o] * min(cost, dev_free[o] - start)
+        cost += extra
         end = start + cost
         finish[g] = end
         dev_free[d] = end
@@ -161,6 +170,7 @@ def _simulate_batch(
     param_bytes: np.ndarray,
     out_bytes: np.ndarray,
     capacity: np.ndarray,
+    contention: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_simulate` over the rows of ``placements``: latencies, overflowing devices, peaks, each ``(B,)``."""
     n = placements.shape[0]
@@ -170,7 +180,7 @@ def _simulate_batch(
     for i in range(n):
         lat[i], over[i], peak[i] = _simulate(
             placements[i], order, pos, pred_ptr, pred_src, pred_bytes, last_use, compute, latency, inv_bw,
-            invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity,
+            invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity, contention,
         )  # fmt: skip
     return lat, over, peak
 
@@ -255,7 +265,7 @@ class Schedule:
             self.order, self.pos, self.pred_ptr, self.pred_src, self.pred_bytes, self.last_use,
             np.ascontiguousarray(c.compute, dtype=np.float64), c.link_latency, self.inv_bw,
             c.invoke_overhead, int(c.host), c.input_bytes, c.result_bytes, c.param_bytes, c.out_bytes,
-            c.capacity,
+            c.capacity, np.ascontiguousarray(c.contention, dtype=np.float64),
         )  # fmt: skip
 
     def __post_init__(self) -> None:

@@ -39,6 +39,9 @@ class Device:
         op_efficiency: Fraction of the roofline an op type reaches (key ``"default"`` for the rest).
         invoke_overhead: Fixed cost, seconds, each time the device starts a subgraph (a group none of whose
             predecessors runs on the same device): an NPU inference call, a separate infer request.
+        contention: For devices that share hardware (virtual devices with the same ``ov_device``): extra
+            run time per second of overlap with work on another such device; ``2 - s`` where ``s`` is the
+            speed-up two of them reach together (0: fully parallel, 1: no overlap at all).
     """
 
     name: str
@@ -52,6 +55,7 @@ class Device:
     ov_config: dict[str, Any] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     invoke_overhead: float = 0.0
+    contention: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,6 +73,8 @@ class Device:
         for key, value in numbers.items():
             if not value > 0:
                 raise PlacementGymError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
+        if not 0 <= self.contention <= 1:
+            raise PlacementGymError(f"device {self.name!r}: contention {self.contention!r} not in [0, 1]")
         if not (self.launch_overhead >= 0 and self.invoke_overhead >= 0):
             raise PlacementGymError(f"device {self.name!r}: overheads must be >= 0 seconds")
         for op, eff in self.op_efficiency.items():
@@ -152,7 +158,7 @@ def _numeric_fields(spec: dict[str, Any]) -> dict[str, Any]:
     out = dict(spec)
     try:
         out["memory_bytes"] = int(float(out["memory_bytes"]))
-        for key in ("mem_bandwidth", "launch_overhead", "invoke_overhead"):
+        for key in ("mem_bandwidth", "launch_overhead", "invoke_overhead", "contention"):
             if key in out:
                 out[key] = float(out[key])
         for key in ("peak_flops", "op_efficiency"):

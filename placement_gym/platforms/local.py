@@ -14,8 +14,12 @@ Built from ``openvino.Core().available_devices`` when first asked for:
 
 Links between virtual CPU devices are in-process copies. Their figures are measured once per machine and
 OpenVINO version and cached (``<cache>/platform/local-...``): the bandwidth of a large ``memcpy``, and as
-the fixed cost the time of a small copy. The same measurement gives each virtual CPU's ``invoke_overhead``:
-the time of one synchronous ``infer()`` of a one-op model, i.e. what every extra subgraph costs.
+the fixed cost the time of a small copy. The same measurement gives each virtual CPU's ``invoke_overhead``,
+what every extra subgraph costs: the time of one ``start_async`` -> completion callback -> queue handoff of
+a one-op model, which is how the partitioned executor of the measured backend starts each segment. Last,
+two 1-thread models of convolutions run at once against one alone give the speed-up ``s`` the two
+virtual CPUs really reach together (a VM's vCPUs may be hyper-threads or contended: ``s`` was 1.3-1.8 on
+the reference machine), recorded as each device's ``contention = 2 - s``.
 Peak FLOP/s come from the CPU's vector width and clock (only used by the roofline fallback; the
 simulator profiles local devices for real, see :mod:`placement_gym.backends.profiling`).
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -37,7 +42,7 @@ from placement_gym.platforms import Device, Link, Platform
 #: Compile properties of a virtual CPU device (one core each, able to run concurrently).
 VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}
 #: Version of the link/overhead measurement below (bump when it changes).
-MEASURE_VERSION = 1
+MEASURE_VERSION = 3
 _RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
 
 
@@ -87,10 +92,10 @@ def _median_time(fn: Any, repeats: int) -> float:
 
 
 def measure_local_figures() -> dict[str, float]:
-    """Measure copy bandwidth, copy latency and the per-``infer()`` overhead of a 1-thread f32 CPU model.
+    """Measure copy bandwidth, copy latency and the per-segment dispatch overhead of 1-thread f32 CPU models.
 
     Returns:
-        ``{"copy_bandwidth": B/s, "copy_latency": s, "invoke_overhead": s}``.
+        ``{"copy_bandwidth": B/s, "copy_latency": s, "invoke_overhead": s, "parallel_speedup": 1..2}``.
     """
     import openvino as ov
     import openvino.opset13 as ops
@@ -102,17 +107,60 @@ def measure_local_figures() -> dict[str, float]:
     small, small_dst = np.ones(128), np.empty(128)
     latency = _median_time(lambda: np.copyto(small_dst, small), 201)
 
+    # The partitioned executor hands work between segments with start_async, a completion callback and a
+    # queue; time that handoff, alternating between two compiled 1-op models as between two segments.
     param = ops.parameter([1, 16], ov.Type.f32, name="x")
     model = ov.Model([ops.relu(param)], [param], "one_op")
-    compiled = ov.Core().compile_model(
-        model, "CPU", {**VIRTUAL_CPU_CONFIG, "INFERENCE_PRECISION_HINT": "f32"}
-    )
-    request = compiled.create_infer_request()
-    x = np.ones((1, 16), dtype=np.float32)
-    for _ in range(20):
-        request.infer([x])
-    invoke = _median_time(lambda: request.infer([x]), 201)
-    return {"copy_bandwidth": bandwidth, "copy_latency": latency, "invoke_overhead": invoke}
+    config = {**VIRTUAL_CPU_CONFIG, "INFERENCE_PRECISION_HINT": "f32"}
+    core = ov.Core()
+    done: queue.Queue = queue.Queue()
+    requests = []
+    for i in range(2):
+        request = core.compile_model(model, "CPU", config).create_infer_request()
+        request.set_input_tensor(ov.Tensor(np.ones((1, 16), dtype=np.float32)))
+        request.set_callback(done.put, i)
+        requests.append(request)
+
+    def handoffs(n: int = 50) -> None:
+        for k in range(n):
+            requests[k % 2].start_async()
+            done.get()
+            requests[k % 2].wait()
+
+    handoffs()
+    invoke = _median_time(handoffs, 15) / 50
+
+    # Two 1-thread models of real work (convolutions) at once vs one: how much the two cores overlap.
+    x = ops.parameter([1, 64, 56, 56], ov.Type.f32, name="x")
+    y = x
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        w = ops.constant((rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32))
+        y = ops.relu(ops.convolution(y, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    convs = ov.Model([y], [x], "convs")
+    pair = []
+    for _ in range(2):
+        request = core.compile_model(convs, "CPU", config).create_infer_request()
+        request.set_input_tensor(ov.Tensor(np.ones((1, 64, 56, 56), dtype=np.float32)))
+        pair.append(request)
+
+    def together() -> None:
+        for request in pair:
+            request.start_async()
+        for request in pair:
+            request.wait()
+
+    pair[0].infer()
+    together()
+    alone = _median_time(pair[0].infer, 7)
+    both = _median_time(together, 7)
+    speedup = float(np.clip(2 * alone / both, 1.0, 2.0))
+    return {
+        "copy_bandwidth": bandwidth,
+        "copy_latency": latency,
+        "invoke_overhead": invoke,
+        "parallel_speedup": speedup,
+    }
 
 
 def local_figures() -> dict[str, float]:
@@ -148,6 +196,7 @@ def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> lis
             launch_overhead=0.0,
             ov_config=dict(VIRTUAL_CPU_CONFIG),
             invoke_overhead=figures["invoke_overhead"],
+            contention=2.0 - figures["parallel_speedup"],
         )
         for i in range(2)
     ]

@@ -1,0 +1,165 @@
+"""Platform data files, the schema's validation, and the local platform."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement_gym.backends.cost_model import CostModel
+from placement_gym.benchmarks import load_benchmark
+from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.platforms import Device, Link, load_platform, platform_from_dict, platform_names
+
+DATA_PLATFORMS = ["cpu-dgpu", "cpu-igpu", "multi-accel"]
+
+
+def test_names_listed() -> None:
+    assert set(DATA_PLATFORMS) | {"local"} <= set(platform_names())
+
+
+@pytest.mark.parametrize("name", DATA_PLATFORMS)
+def test_data_platform_is_complete(name: str) -> None:
+    plat = load_platform(name)
+    assert plat.name == name
+    assert plat.devices[plat.host].kind == "cpu"
+    assert len(plat.sources) >= 2
+    for dev in plat.devices:
+        assert dev.precision in dev.peak_flops
+        assert "INFERENCE_PRECISION_HINT" in dev.compile_config()
+        assert 0 < dev.efficiency("MatMul") <= 1 and 0 < dev.efficiency("Relu") <= 1
+    for link in plat.links.values():
+        assert link.bandwidth > 0 and link.latency >= 0
+    assert len(plat.links) == plat.num_devices * (plat.num_devices - 1)
+
+
+def test_hardware_figures() -> None:
+    """The derived figures in cpu-dgpu.yaml (arithmetic in its comments)."""
+    plat = load_platform("cpu-dgpu")
+    cpu, gpu = plat.devices
+    assert cpu.peak_flops["f32"] == pytest.approx(8 * 32 * 4.9e9 + 8 * 16 * 3.7e9)
+    assert cpu.mem_bandwidth == pytest.approx(2 * 8 * 4.8e9)
+    assert gpu.peak_flops["f32"] == pytest.approx(32 * 16 * 8 * 2 * 2.05e9, rel=1e-3)
+    assert (cpu.precision, gpu.precision) == ("f32", "f16")
+    assert 10e-6 <= gpu.launch_overhead <= 20e-6 and 1e-6 <= cpu.launch_overhead <= 3e-6
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "tiny_bert"])
+def test_dgpu_favours_gpu_for_heavy_and_cpu_for_small_ops(model: str) -> None:
+    bench = load_benchmark(model)
+    coarse = bench.coarsen("ops")
+    cost = CostModel.from_benchmark(bench, coarse, load_platform("cpu-dgpu"), profile="roofline")
+    flops = coarse.graph.nodes["flops"]
+    heavy, light = flops >= np.quantile(flops, 0.9), flops == 0
+    assert np.all(cost.compute[heavy & (flops > 1e6), 1] <= cost.compute[heavy & (flops > 1e6), 0])
+    assert np.all(cost.compute[light, 0] < cost.compute[light, 1])
+
+
+def test_bad_platform_data_rejected() -> None:
+    spec = {
+        "name": "bad",
+        "devices": [
+            {"name": "a", "kind": "cpu", "ov_device": "CPU", "precision": "f32", "memory_bytes": 1e9,
+             "peak_flops": {"f32": 1e12}, "mem_bandwidth": 1e10, "launch_overhead": 1e-6},
+            {"name": "b", "kind": "cpu", "ov_device": "CPU", "precision": "f32", "memory_bytes": 1e9,
+             "peak_flops": {"f32": 1e12}, "mem_bandwidth": "fast", "launch_overhead": 1e-6},
+        ],
+    }  # fmt: skip
+    with pytest.raises(PlacementGymError, match="numeric"):
+        platform_from_dict(spec)
+    spec["devices"][1]["mem_bandwidth"] = 1e10
+    with pytest.raises(PlacementGymError, match="no link"):
+        platform_from_dict(spec)
+    spec["links"] = [{"src": "a", "dst": "c", "latency": 1e-6, "bandwidth": 1e9}]
+    with pytest.raises(UnknownNameError):
+        platform_from_dict(spec)
+    spec["links"] = [{"src": "a", "dst": "b", "latency": 1e-6, "bandwidth": 1e9}]
+    assert platform_from_dict(spec).num_devices == 2
+    with pytest.raises(PlacementGymError, match="op_efficiency"):
+        Device("x", "cpu", "CPU", "f32", 1, {"f32": 1.0}, 1.0, 0.0, op_efficiency={"MatMul": 1.5})
+    with pytest.raises(PlacementGymError):
+        Link(latency=-1.0, bandwidth=1.0)
+    with pytest.raises(UnknownNameError, match="cpu-dgpu"):
+        load_platform("cpu-dgp")
+
+
+def test_local_platform() -> None:
+    import openvino as ov
+
+    plat = load_platform("local")
+    assert plat.name == "local" and plat.host == 0
+    if ov.Core().available_devices == ["CPU"]:
+        assert [d.name for d in plat.devices] == ["cpu0", "cpu1"]
+        for dev in plat.devices:
+            config = dev.compile_config()
+            assert dev.kind == "virtual" and dev.ov_device == "CPU"
+            assert config["INFERENCE_NUM_THREADS"] == 1
+            assert config["ENABLE_CPU_PINNING"] is False
+            assert config["INFERENCE_PRECISION_HINT"] == "f32"
+            assert 0 < dev.invoke_overhead < 0.01
+    link = plat.links[(0, 1)]
+    assert 1e8 < link.bandwidth < 1e12 and 0 <= link.latency < 1e-3
+    assert load_platform("local") is plat  # measured once per process (and cached on disk)
+
+
+@pytest.mark.slow
+def test_virtual_cpus_run_concurrently() -> None:
+    """Two 1-thread models compiled as cpu0/cpu1 overlap: both together take well under twice one."""
+    import time
+
+    import openvino as ov
+
+    plat = load_platform("local")
+    if len(plat.devices) < 2 or plat.devices[0].ov_device != plat.devices[1].ov_device:
+        pytest.skip("no virtual devices on this machine")
+    import openvino.opset13 as ops
+
+    # ~2-4 ms of MatMuls per inference: long enough that dispatch overhead does not matter.
+    x = ops.parameter([64, 512], ov.Type.f32, name="x")
+    y = x
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        y = ops.matmul(
+            y, ops.constant(rng.standard_normal((512, 512)).astype(np.float32) * 0.04), False, False
+        )
+    model = ov.Model([y], [x], "matmuls")
+    core = ov.Core()
+    requests = []
+    for dev in plat.devices[:2]:
+        request = core.compile_model(model, dev.ov_device, dev.compile_config()).create_infer_request()
+        request.set_input_tensor(ov.Tensor(np.ones((64, 512), dtype=np.float32)))
+        requests.append(request)
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            requests[0].infer()
+        return time.perf_counter() - t0
+
+    def both() -> float:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            requests[0].start_async()
+            requests[1].start_async()
+            requests[0].wait()
+            requests[1].wait()
+        return time.perf_counter() - t0
+
+    one(), both()
+    single, pair = min(one() for _ in range(3)), min(both() for _ in range(3))
+    # The same model on 2 threads tells whether this machine offers two cores that run in parallel at all
+    # (a VM's vCPUs may share one physical core under contention); only then can the devices overlap.
+    two = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"})
+    request2 = two.create_infer_request()
+    request2.set_input_tensor(ov.Tensor(np.ones((64, 512), dtype=np.float32)))
+    requests2 = [request2]
+
+    def threads2() -> float:
+        t0 = time.perf_counter()
+        for _ in range(40):
+            requests2[0].infer()
+        return time.perf_counter() - t0
+
+    threads2()
+    if min(threads2() for _ in range(3)) > 0.7 * 2 * single:
+        pytest.skip("this machine does not run two threads in parallel now (contended vCPUs)")
+    assert pair < 1.6 * single
