@@ -12,6 +12,7 @@ from placement_gym.errors import UnknownNameError
 BACKENDS = {
     "simulated": "placement_gym.backends.simulated:SimulatedBackend",
     "measured": "placement_gym.backends.measured:MeasuredBackend",
+    "ray": "placement_gym.backends.ray_pool:RayBackend",
 }
 
 

@@ -1,0 +1,170 @@
+"""Summaries of benchmark rows: a markdown table, a CSV, and plots.
+
+Latencies are aggregated over seeds as mean and standard deviation; speedups over CPU-only as the
+geometric mean (CompilerGym's leaderboard convention); the quality ratio is a method's mean latency over
+the MILP's latency on the same model (1.0 = as good as the solver's incumbent).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from experiments.runs import ResultRow, method_label
+
+
+def _geomean(values: list[float]) -> float:
+    vals = [v for v in values if v > 0 and np.isfinite(v)]
+    return float(np.exp(np.mean(np.log(vals)))) if vals else 0.0
+
+
+def summarise(rows: list[ResultRow]) -> list[dict]:
+    """One dict per (platform, backend, model, method) with aggregated figures."""
+    groups: dict[tuple, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        groups[(row.platform, row.backend, row.model, row.method)].append(row)
+    milp = {
+        (p, b, m): float(np.mean([r.latency for r in rs]))
+        for (p, b, m, meth), rs in groups.items()
+        if meth.split(":")[0] == "milp"
+    }
+    out = []
+    for (platform, backend, model, method), rs in groups.items():
+        lat = np.array([r.latency for r in rs])
+        finite = lat[np.isfinite(lat)]
+        ref = milp.get((platform, backend, model))
+        mean = float(finite.mean()) if len(finite) else float("inf")
+        out.append(
+            dict(
+                platform=platform,
+                backend=backend,
+                model=model,
+                method=method,
+                label=method_label(method),
+                seeds=len(rs),
+                latency_ms=mean * 1e3,
+                latency_std_ms=float(finite.std()) * 1e3 if len(finite) else 0.0,
+                speedup_vs_cpu=_geomean([r.speedup_vs_cpu for r in rs]),
+                vs_milp=mean / ref if ref else float("nan"),
+                evaluations=int(np.mean([r.evaluations for r in rs])),
+                wall_s=float(np.mean([r.wall_time for r in rs])),
+                groups=rs[0].groups,
+                coarsening=rs[0].coarsening,
+                budget=rs[0].budget,
+            )
+        )
+    return sorted(out, key=lambda d: (d["platform"], d["backend"], d["model"], d["latency_ms"]))
+
+
+def markdown_table(summary: list[dict]) -> str:
+    """The summary as markdown, one block per (platform, backend)."""
+    lines: list[str] = []
+    blocks: dict[tuple, list[dict]] = defaultdict(list)
+    for s in summary:
+        blocks[(s["platform"], s["backend"])].append(s)
+    for (platform, backend), items in blocks.items():
+        lines += [
+            f"### {platform} ({backend})",
+            "",
+            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | latency / MILP | evaluations | wall s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for s in items:
+            vs = f"{s['vs_milp']:.3f}" if np.isfinite(s["vs_milp"]) else "-"
+            lines.append(
+                f"| {s['model']} | {s['label']} | {s['seeds']} | {s['latency_ms']:.3f} ± {s['latency_std_ms']:.3f} | "
+                f"{s['speedup_vs_cpu']:.3f} | {vs} | {s['evaluations']} | {s['wall_s']:.1f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(rows: list[ResultRow], out: Path) -> str:
+    """Write ``report.md``, ``summary.csv`` and plots into ``out``; return the markdown table."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise(rows)
+    table = markdown_table(summary)
+    (out / "report.md").write_text(table)
+    if summary:
+        with open(out / "summary.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+            writer.writeheader()
+            writer.writerows(summary)
+    if rows:
+        plot_latencies(summary, out / "latency.png")
+        plot_curves(rows, out / "learning_curves.png")
+        plot_best_placements(rows, out)
+    return table
+
+
+def plot_latencies(summary: list[dict], path: Path) -> None:
+    """Bar chart: latency per method, one panel per model, error bars = std over seeds."""
+    from matplotlib.figure import Figure
+
+    models = sorted({s["model"] for s in summary})
+    fig = Figure(figsize=(5 * len(models), 4), dpi=90)
+    for i, model in enumerate(models):
+        ax = fig.add_subplot(1, len(models), i + 1)
+        items = [s for s in summary if s["model"] == model and np.isfinite(s["latency_ms"])]
+        ax.barh(
+            [s["label"] for s in items],
+            [s["latency_ms"] for s in items],
+            xerr=[s["latency_std_ms"] for s in items],
+            color="tab:blue",
+        )
+        ax.set_title(model)
+        ax.set_xlabel("latency (ms)")
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def plot_curves(rows: list[ResultRow], path: Path) -> None:
+    """Best latency so far vs evaluations for every search method (mean over seeds)."""
+    from matplotlib.figure import Figure
+
+    models = sorted({r.model for r in rows})
+    fig = Figure(figsize=(5 * len(models), 4), dpi=90)
+    for i, model in enumerate(models):
+        ax = fig.add_subplot(1, len(models), i + 1)
+        by_method: dict[str, list[ResultRow]] = defaultdict(list)
+        for r in rows:
+            if r.model == model and len(r.history) > 2:
+                by_method[r.method].append(r)
+        for method, rs in sorted(by_method.items()):
+            h = np.array(rs[0].history, dtype=float)
+            ok = np.isfinite(h[:, 1])
+            ax.plot(h[ok, 0], h[ok, 1] * 1e3, label=method_label(method), lw=1)
+        ax.set_title(model)
+        ax.set_xlabel("evaluated placements")
+        ax.set_ylabel("best latency so far (ms)")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
+    """For each model, the best placement found by any method drawn as a graph coloured by device."""
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.envs.render import placement_figure
+    from placement_gym.platforms import load_platform
+
+    best: dict[tuple, ResultRow] = {}
+    for r in rows:
+        key = (r.model, r.platform, r.coarsening)
+        if np.isfinite(r.latency) and (key not in best or r.latency < best[key].latency):
+            best[key] = r
+    for (model, platform_name, coarsening), r in best.items():
+        bench = load_benchmark(model)
+        level, _, k = coarsening.partition("+k")
+        coarse = bench.coarsen(level, k=int(k) if k else None)
+        if coarse.num_groups != len(r.placement):
+            continue
+        platform = load_platform(platform_name)
+        title = f"{model}: best = {method_label(r.method)}, {r.latency * 1e3:.2f} ms"
+        fig = placement_figure(coarse, platform, np.array(r.placement), title)
+        fig.savefig(out / f"placement_{model}_{platform_name}.png")
