@@ -33,6 +33,8 @@ from placement_gym.errors import BackendError, PlacementError
 from placement_gym.platforms import Platform
 
 DEFAULT_CACHE_SIZE = 2**16
+#: Reason of a NaN simulated latency: a broken cost model, never cached so that it cannot stick.
+NAN_REASON = "simulated latency is NaN (the cost model has a NaN cost)"
 
 
 class SimulatedBackend(LatencyBackend):
@@ -150,7 +152,7 @@ class SimulatedBackend(LatencyBackend):
                 f"> capacity {cap / 2**20:.1f} MiB"
             )
         if np.isnan(latency):
-            return LatencyResult.infeasible("simulated latency is NaN (the cost model has a NaN cost)")
+            return LatencyResult.infeasible(NAN_REASON)
         if not np.isfinite(latency):
             return LatencyResult.infeasible(
                 "a group is placed on a device that cannot run it (infinite cost)"
@@ -159,7 +161,7 @@ class SimulatedBackend(LatencyBackend):
 
     def _store(self, key: bytes, result: LatencyResult) -> LatencyResult:
         """Cache ``result`` (unless it came from a NaN) and return it with ``cached=False``."""
-        if self.cache_size and "NaN" not in result.reason:
+        if self.cache_size and result.reason != NAN_REASON:
             self._cache[key] = dataclasses.replace(result, cached=True)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
