@@ -1,0 +1,42 @@
+"""Uniform random search over placements: the sanity baseline every learner must beat at equal budget
+(the random-placement baseline of Mirhoseini et al., ICML 2017, and of Placeto, Addanki et al., 2019).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.base import BudgetTracker, PlacementMethod
+from agents.baselines.common import allowed_devices
+
+DEFAULT_BUDGET = 500  # HSDAG's training budget: 25 episodes x 20 measured placements
+
+
+class RandomSearch(PlacementMethod):
+    """Sample placements uniformly (each group independently over the devices ``env.action_masks()``
+    allows) and keep the best.
+
+    Args:
+        budget: Evaluations when :meth:`place` gets ``budget=None``.
+    """
+
+    name = "random_search"
+
+    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+        self.budget = budget
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        if tracker.budget is None:
+            tracker.budget = self.budget
+        rng = np.random.default_rng(seed)
+        mask = allowed_devices(env)  # (G, D)
+        counts = mask.sum(axis=1)  # (G,)
+        choices = np.argsort(~mask, axis=1, kind="stable")  # (G, D): allowed devices first, in index order
+        rows = np.arange(mask.shape[0])
+        while not tracker.exhausted:
+            pick = (rng.random(mask.shape[0]) * counts).astype(np.int64)  # (G,) uniform in [0, count)
+            tracker.evaluate(choices[rows, pick])
+        return {"budget": tracker.budget}

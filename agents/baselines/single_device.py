@@ -1,0 +1,52 @@
+"""Single-device placement: every group on one device (the CPU-only / GPU-only baselines of HSDAG,
+Duan et al., NeurIPS 2024).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.base import BudgetTracker, PlacementMethod
+from agents.baselines.common import evaluate_within_budget
+from placement_gym.errors import PlacementError, UnknownNameError
+
+
+class SingleDevice(PlacementMethod):
+    """All groups on one device.
+
+    Args:
+        device: Device name (``"cpu"``) or index; ``None`` evaluates every device and keeps the fastest
+            (``D`` evaluations, fewer if the budget is smaller).
+    """
+
+    name = "single_device"
+
+    def __init__(self, device: str | int | None = None) -> None:
+        self.device = device
+
+    def _device_index(self, env: gym.Env) -> int:
+        platform = env.unwrapped.platform
+        names = [dev.name for dev in platform.devices]
+        if isinstance(self.device, str):
+            if self.device not in names:
+                raise UnknownNameError("device", self.device, names)
+            return names.index(self.device)
+        index = int(self.device)  # type: ignore[arg-type]
+        if not 0 <= index < len(names):
+            raise PlacementError(f"device index {index} out of range [0, {len(names)}) (devices: {names})")
+        return index
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        base = env.unwrapped
+        g = base.num_groups
+        devices = range(base.num_devices) if self.device is None else [self._device_index(env)]
+        latencies = {}
+        for d in devices:
+            latency = evaluate_within_budget(tracker, np.full(g, d, dtype=np.int64))
+            if latency is None:
+                break
+            latencies[base.platform.devices[d].name] = latency
+        return {"device_latencies": latencies}
