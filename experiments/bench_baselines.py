@@ -1,0 +1,49 @@
+"""Latency of every classical baseline on the simulated benchmark envs, against CPU-only.
+
+Usage: ``python experiments/bench_baselines.py [--milp-time 120] [--models bert resnet50 inception_v3]``.
+Prints one JSON line per (model, method).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import gymnasium as gym
+import numpy as np
+
+import placement_gym  # noqa: F401  (registers the envs)
+from agents import make_method
+
+METHODS = ("single_device", "random_search", "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["bert", "resnet50", "inception_v3"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--milp-time", type=float, default=120.0)
+    args = parser.parse_args()
+    for model in args.models:
+        env = gym.make(f"DevicePlacementSim-{model}-v0").unwrapped
+        cpu = env.backend.evaluate(np.zeros(env.num_groups, dtype=np.int64)).latency
+        for name in args.methods:
+            kwargs = {"time_limit": args.milp_time} if name in ("milp", "moirai") else {}
+            result = make_method(name, **kwargs).place(env, seed=0)
+            extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, type(None)))}
+            row = {
+                "model": model,
+                "groups": env.num_groups,
+                "method": name,
+                "latency_ms": result.latency * 1e3,
+                "cpu_only_ms": cpu * 1e3,
+                "speedup_vs_cpu": cpu / result.latency,
+                "evaluations": result.evaluations,
+                "wall_time_s": round(result.wall_time, 2),
+                "extra": extra,
+            }
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
