@@ -13,7 +13,9 @@ size; the value comes from an MLP on the graph context. The features must come f
 * ``Discrete(D)`` (sequential): the logits of the current node, i.e. the head applied to the current
   node's embedding (the last third of the context).
 
-Action masks (MaskablePPO) are applied by sb3-contrib on top of these logits.
+Action masks (MaskablePPO) are applied by sb3-contrib on top of these logits. MultiDiscrete actions use
+the vectorised distributions of :mod:`agents.sb3.distributions` (SB3's loop over groups is too slow for
+hundreds of groups).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
+from agents.sb3.distributions import (
+    BatchedMultiCategoricalDistribution,
+    MaskableBatchedMultiCategoricalDistribution,
+)
 from agents.sb3.extractors import GCNExtractor, GraphExtractor, GraphFeatures, split_features
 from placement_gym.errors import PlacementGymError
 
@@ -119,6 +125,8 @@ class PerNodeHead(nn.Module):
 class _PerNodeMixin:
     """Shared construction of the GNN policies (mixed into SB3's and sb3-contrib's base classes)."""
 
+    batched_distribution: type = BatchedMultiCategoricalDistribution
+
     def _init_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs.setdefault("features_extractor_class", GCNExtractor)
         kwargs.setdefault("activation_fn", nn.ReLU)
@@ -162,6 +170,9 @@ class _PerNodeMixin:
 
     def _build(self, lr_schedule: Schedule) -> None:
         self._check_spaces(self.action_space)
+        if isinstance(self.action_space, spaces.MultiDiscrete):
+            n, d = self.observation_space["placement"].shape
+            self.action_dist = self.batched_distribution(n, d)
         self._build_mlp_extractor()
         self.action_net = nn.Identity()  # the head already outputs logits
         self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, 1)
@@ -205,6 +216,8 @@ class MaskableGNNActorCriticPolicy(_PerNodeMixin, MaskableActorCriticPolicy):
 
     Arguments as :class:`GNNActorCriticPolicy`.
     """
+
+    batched_distribution = MaskableBatchedMultiCategoricalDistribution
 
     def __init__(
         self,

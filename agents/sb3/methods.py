@@ -1,0 +1,290 @@
+"""Stable-Baselines3 learners as placement methods: PPO, A2C and MaskablePPO with GNN policies, and PPO
+with SB3's MLP ``MultiInputPolicy`` as the ablation baseline.
+
+A method trains its model on the env it is given, for the evaluation budget: every placement the env
+evaluates during training (an ``info`` with ``latency``) is recorded by a callback, which stops
+training before the budget is spent; one evaluation is kept for the trained policy's deterministic
+placement at the end. The trained model is kept (``method.model``, ``result.extra["model"]``) and can be
+saved, loaded and applied to other graphs padded to the same spaces (:meth:`SB3Method.predict_placement`).
+
+Example::
+
+    env = DevicePlacementEnv("tiny_bert", "cpu-dgpu", "simulated")
+    method = PPOGNN(gnn="sage", hidden=64, layers=3)
+    result = method.place(env, budget=2000, seed=0)
+    method.save("ppo_gnn.zip")
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from sb3_contrib import MaskablePPO
+from stable_baselines3 import A2C, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from agents.base import BudgetTracker, PlacementMethod
+from agents.sb3.extractors import extractor_class
+from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
+from placement_gym.errors import PlacementGymError
+
+DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
+
+
+class BudgetCallback(BaseCallback):
+    """Records every evaluated placement of a training run into a :class:`BudgetTracker`.
+
+    Training stops as soon as one more vectorised step could exceed ``limit`` evaluations.
+
+    Args:
+        tracker: The method's tracker.
+        limit: Evaluations training may spend (``None``: no limit).
+        n_envs: Envs stepped together (evaluations one step can cost).
+    """
+
+    def __init__(self, tracker: BudgetTracker, limit: int | None, n_envs: int) -> None:
+        super().__init__()
+        self.tracker, self.limit, self.n_envs = tracker, limit, n_envs
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if "latency" in info:
+                self.tracker.record(info["placement"], info["latency"], info["feasible"])
+        return self.limit is None or self.tracker.used + self.n_envs <= self.limit
+
+
+class SB3Method(PlacementMethod):
+    """Base class of the SB3 methods: training for the budget, final deterministic placement, save/load.
+
+    Args:
+        budget: Evaluations when :meth:`place` gets ``budget=None``.
+        n_envs: Copies of the env stepped together (``DummyVecEnv``; the simulator is far faster than
+            the network, so processes would not help).
+        device: Torch device.
+        verbose: SB3 verbosity.
+        policy_kwargs: Extra policy arguments (merged over the method's own).
+        **algo_kwargs: Learning hyperparameters of the SB3 algorithm, over :attr:`defaults`.
+    """
+
+    algo_class: ClassVar[type[BaseAlgorithm]] = PPO
+    #: Hyperparameters for one-shot placement: an episode is one step, so gamma and GAE do not matter
+    #: there; gamma = 1 suits sequential mode's single final reward.
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(
+        self,
+        budget: int = DEFAULT_BUDGET,
+        n_envs: int = 1,
+        device: str = "cpu",
+        verbose: int = 0,
+        policy_kwargs: dict[str, Any] | None = None,
+        **algo_kwargs: Any,
+    ) -> None:
+        if n_envs < 1:
+            raise PlacementGymError(f"n_envs={n_envs} must be >= 1")
+        self.budget, self.n_envs, self.device, self.verbose = budget, n_envs, device, verbose
+        self.extra_policy_kwargs = dict(policy_kwargs or {})
+        self.algo_kwargs = {**self.defaults, **algo_kwargs}
+        self.model: BaseAlgorithm | None = None
+
+    # ------------------------------------------------------------------ what subclasses choose
+    def policy(self) -> tuple[Any, dict[str, Any]]:
+        """The policy (class or SB3 name) and its keyword arguments."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ training
+    def make_model(self, env: gym.Env, seed: int) -> BaseAlgorithm:
+        """A fresh SB3 model on ``n_envs`` copies of ``env`` (the first is ``env`` itself)."""
+        envs = [env] + [copy.deepcopy(env) for _ in range(self.n_envs - 1)]
+        vec_env = DummyVecEnv([lambda e=e: Monitor(e) for e in envs])
+        policy, policy_kwargs = self.policy()
+        return self.algo_class(
+            policy,
+            vec_env,
+            policy_kwargs={**policy_kwargs, **self.extra_policy_kwargs},
+            seed=seed,
+            device=self.device,
+            verbose=self.verbose,
+            **self.algo_kwargs,
+        )
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        if tracker.budget is None:
+            tracker.budget = self.budget
+        if tracker.budget < self.n_envs + 1:
+            raise PlacementGymError(
+                f"budget={tracker.budget} is too small: training needs n_envs={self.n_envs} evaluations "
+                "per step plus one for the final placement"
+            )
+        model = self.make_model(env, seed)
+        steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
+        start = time.perf_counter()
+        model.learn(
+            total_timesteps=tracker.budget * steps_per_eval,
+            callback=BudgetCallback(tracker, tracker.budget - 1, self.n_envs),
+        )
+        train_time = time.perf_counter() - start
+        self.model = model
+        info = self._deterministic_episode(env, model, seed)
+        tracker.record(info["placement"], info["latency"], info["feasible"])
+        rewards = [ep["r"] for ep in model.ep_info_buffer]
+        return {
+            "model": model,
+            "final_mean_reward": float(np.mean(rewards)) if rewards else float("nan"),
+            "deterministic_latency": float(info["latency"]),
+            "deterministic_placement": np.asarray(info["placement"], dtype=np.int64),
+            "train_steps": int(model.num_timesteps),
+            "train_time": train_time,
+            "steps_per_second": model.num_timesteps / train_time if train_time > 0 else float("nan"),
+        }
+
+    # ------------------------------------------------------------------ using a trained model
+    def _deterministic_episode(self, env: gym.Env, model: BaseAlgorithm, seed: int) -> dict[str, Any]:
+        """Run one episode of the deterministic policy on ``env``; the final step's info."""
+        obs, _ = env.reset(seed=seed)
+        while True:
+            kwargs = {"action_masks": env.unwrapped.action_masks()} if isinstance(model, MaskablePPO) else {}
+            action, _ = model.predict(obs, deterministic=True, **kwargs)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                return info
+
+    def predict_placement(self, env: gym.Env, seed: int = 0) -> np.ndarray:
+        """The trained policy's deterministic ``(G,)`` placement of ``env``'s graph (one evaluation).
+
+        ``env`` may hold a different graph from the one trained on, as long as its spaces are the same
+        (pad with the same ``max_nodes``/``max_edges`` on the same platform).
+
+        Raises:
+            PlacementGymError: If no model was trained or loaded, or the spaces differ.
+        """
+        model = self._require_model()
+        if env.observation_space != model.observation_space or env.action_space != model.action_space:
+            raise PlacementGymError(
+                "env spaces differ from the model's; pad both graphs with the same max_nodes/max_edges "
+                f"on the same platform (model: {model.action_space}, env: {env.action_space})"
+            )
+        return np.asarray(self._deterministic_episode(env, model, seed)["placement"], dtype=np.int64)
+
+    def save(self, path: str | Path) -> None:
+        """Save the trained model (SB3 zip).
+
+        Raises:
+            PlacementGymError: If no model was trained or loaded.
+        """
+        self._require_model().save(path)
+
+    def load(self, path: str | Path, env: gym.Env | None = None) -> BaseAlgorithm:
+        """Load a model saved by :meth:`save` (optionally attached to ``env``) and keep it."""
+        self.model = self.algo_class.load(path, env=env, device=self.device)
+        return self.model
+
+    def _require_model(self) -> BaseAlgorithm:
+        if self.model is None:
+            raise PlacementGymError(f"{self.name}: no trained model; call place() or load() first")
+        return self.model
+
+
+class _GNNMethod(SB3Method):
+    """An SB3 method with the GNN policy.
+
+    Args:
+        gnn: ``"gcn"``, ``"gat"`` or ``"sage"``.
+        hidden: Node embedding width.
+        layers: Message-passing layers.
+        head: Hidden widths of the per-node logit MLP and of the value MLP.
+        **kwargs: :class:`SB3Method` arguments and algorithm hyperparameters.
+    """
+
+    policy_class: ClassVar[type] = GNNActorCriticPolicy
+
+    def __init__(
+        self,
+        gnn: str = "sage",
+        hidden: int = 64,
+        layers: int = 3,
+        head: tuple[int, ...] = (64,),
+        **kwargs: Any,
+    ) -> None:
+        self.extractor = extractor_class(gnn)
+        self.gnn, self.hidden, self.layers, self.head = gnn, hidden, layers, list(head)
+        super().__init__(**kwargs)
+
+    def policy(self) -> tuple[Any, dict[str, Any]]:
+        return self.policy_class, {
+            "features_extractor_class": self.extractor,
+            "features_extractor_kwargs": {"hidden": self.hidden, "layers": self.layers},
+            "net_arch": {"pi": self.head, "vf": self.head},
+        }
+
+
+_PPO_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 1e-3,
+    "n_steps": 64,
+    "batch_size": 64,
+    "n_epochs": 4,
+    "gamma": 1.0,
+    "gae_lambda": 1.0,
+    "ent_coef": 0.0,
+}
+
+
+class PPOGNN(_GNNMethod):
+    """PPO with the GNN per-node policy."""
+
+    name = "ppo_gnn"
+    algo_class = PPO
+    defaults = _PPO_DEFAULTS
+
+
+class MaskablePPOGNN(_GNNMethod):
+    """sb3-contrib MaskablePPO with the GNN per-node policy; devices the env masks are never sampled."""
+
+    name = "maskable_ppo_gnn"
+    algo_class = MaskablePPO
+    policy_class = MaskableGNNActorCriticPolicy
+    defaults = _PPO_DEFAULTS
+
+
+class A2CGNN(_GNNMethod):
+    """A2C with the GNN per-node policy."""
+
+    name = "a2c_gnn"
+    algo_class = A2C
+    defaults: ClassVar[dict[str, Any]] = {
+        "learning_rate": 1e-3,
+        "n_steps": 16,
+        "gamma": 1.0,
+        "gae_lambda": 1.0,
+        "ent_coef": 0.0,
+        "normalize_advantage": True,
+    }
+
+
+class PPOMLP(SB3Method):
+    """PPO with SB3's ``MultiInputPolicy`` (an MLP on the flattened padded observation): the ablation of
+    the GNN. Its action head is one dense layer to all ``N * D`` logits, so it is tied to one padding.
+
+    Args:
+        net_arch: Hidden widths of the actor and critic MLPs.
+        **kwargs: :class:`SB3Method` arguments and PPO hyperparameters.
+    """
+
+    name = "ppo_mlp"
+    algo_class = PPO
+    defaults = _PPO_DEFAULTS
+
+    def __init__(self, net_arch: tuple[int, ...] = (64, 64), **kwargs: Any) -> None:
+        self.net_arch = list(net_arch)
+        super().__init__(**kwargs)
+
+    def policy(self) -> tuple[Any, dict[str, Any]]:
+        return "MultiInputPolicy", {"net_arch": {"pi": self.net_arch, "vf": self.net_arch}}
