@@ -51,7 +51,10 @@ class CostModel:
             group a device cannot run).
         edge_src: Source group of each edge, shape ``(E,)``, int64, ``edge_src < edge_dst``.
         edge_dst: Destination group of each edge, shape ``(E,)``, int64.
-        edge_bytes: Bytes each edge carries, shape ``(E,)``, float64.
+        edge_bytes: Effective bytes each edge carries, shape ``(E,)``, float64: plain-layout bytes plus
+            blocked-layout bytes (rank >= 4 activations) times the platform's blocked-layout factor (see
+            :class:`~placement_gym.platforms.Link`), so that ``latency + edge_bytes / bandwidth`` is the
+            cost of crossing a device boundary.
         link_latency: Fixed cost of one transfer from device ``i`` to ``j``, shape ``(D, D)``, 0 on the
             diagonal.
         link_bandwidth: Bandwidth of the link ``i -> j`` in bytes/s, shape ``(D, D)``, ``inf`` on the
@@ -188,7 +191,7 @@ class CostModel:
             compute=np.ascontiguousarray(compute),
             edge_src=q.edge_src.copy(),
             edge_dst=q.edge_dst.copy(),
-            edge_bytes=q.edge_bytes.astype(np.float64),
+            edge_bytes=effective_edge_bytes(coarse, platform),
             link_latency=latency,
             link_bandwidth=bandwidth,
             param_bytes=f["param_bytes"],
@@ -234,6 +237,29 @@ class CostModel:
         meta = {"model": benchmark.name, "version": benchmark.version, "platform": platform.name}
         meta["profile"] = dict(zip([dev.name for dev in platform.devices], sources))
         return cls.from_op_times(coarse, platform, np.stack(columns, 1), meta)
+
+
+def effective_edge_bytes(coarse: CoarseGraph, platform: Platform) -> np.ndarray:
+    """Bytes of each quotient edge with blocked-layout tensors weighted by the links' blocked factor.
+
+    An op edge carries a blocked-layout tensor when its source's output has rank >= 4 (the CPU plugin's
+    nChw8c/16c activations). The factor is the mean over the platform's links (the ``local`` platform's
+    links are all alike); platforms without ``blocked_bandwidth`` get the plain byte counts.
+
+    Returns:
+        Shape ``(E,)`` float64, aligned with ``coarse.graph``'s edges.
+    """
+    q, ops, a = coarse.graph, coarse.ops, coarse.assignment
+    factors = [link.blocked_factor for link in platform.links.values()]
+    factor = float(np.mean(factors)) if factors else 1.0
+    if factor == 1.0 or q.num_edges == 0:
+        return q.edge_bytes.astype(np.float64)
+    blocked = np.array([len(shape) >= 4 for shape in ops.out_shapes], dtype=bool)[ops.edge_src]
+    weight = np.where(blocked, factor, 1.0) * ops.edge_bytes
+    gs, gd = a[ops.edge_src], a[ops.edge_dst]
+    cross = gs != gd
+    index = np.searchsorted(q.edge_src * q.num_nodes + q.edge_dst, gs[cross] * q.num_nodes + gd[cross])
+    return np.bincount(index, weights=weight[cross], minlength=q.num_edges).astype(np.float64)
 
 
 def op_layer_index(ops: CompGraph, fused_layers: list[list[str]]) -> np.ndarray:

@@ -93,10 +93,17 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
-    """A transfer path between two devices: ``latency + bytes / bandwidth`` seconds per tensor."""
+    """A transfer path between two devices: ``latency + bytes / bandwidth`` seconds per tensor.
+
+    ``blocked_bandwidth`` is the rate for activations the CPU plugin keeps in blocked layouts (rank >= 4
+    tensors of convolutional nets): crossing a segment boundary reorders them to a plain layout and back,
+    which on one machine costs far more than copying (measured by :mod:`placement_gym.platforms.local`).
+    ``None`` means the same as ``bandwidth``.
+    """
 
     latency: float
     bandwidth: float
+    blocked_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.latency >= 0 and self.bandwidth > 0):
@@ -104,6 +111,13 @@ class Link:
                 f"a link needs latency >= 0 and bandwidth > 0, got latency={self.latency!r}, "
                 f"bandwidth={self.bandwidth!r}"
             )
+        if self.blocked_bandwidth is not None and not self.blocked_bandwidth > 0:
+            raise PlacementGymError(f"a link's blocked_bandwidth must be > 0, got {self.blocked_bandwidth!r}")
+
+    @property
+    def blocked_factor(self) -> float:
+        """How many plain bytes one blocked-layout byte costs (``bandwidth / blocked_bandwidth``)."""
+        return 1.0 if self.blocked_bandwidth is None else self.bandwidth / self.blocked_bandwidth
 
 
 @dataclass(frozen=True)
@@ -185,7 +199,12 @@ def platform_from_dict(data: dict[str, Any]) -> Platform:
             i, j = index[spec["src"]], index[spec["dst"]]
         except KeyError as exc:
             raise UnknownNameError("device in link", str(exc.args[0]), index) from None
-        links[(i, j)] = Link(latency=float(spec["latency"]), bandwidth=float(spec["bandwidth"]))
+        blocked = spec.get("blocked_bandwidth")
+        links[(i, j)] = Link(
+            latency=float(spec["latency"]),
+            bandwidth=float(spec["bandwidth"]),
+            blocked_bandwidth=None if blocked is None else float(blocked),
+        )
         if spec.get("bidirectional", True):
             links[(j, i)] = links[(i, j)]
     return Platform(

@@ -12,9 +12,12 @@ Built from ``openvino.Core().available_devices`` when first asked for:
 * A CPU plus GPUs/NPUs: one ``cpu`` device (all cores, f32) plus one device per GPU (``gpu0``...; f16,
   the GPU plugin's native precision) and an ``npu`` (f16).
 
-Links between virtual CPU devices are in-process copies. Their figures are measured once per machine and
-OpenVINO version and cached (``<cache>/platform/local-...``): the bandwidth of a large ``memcpy``, and as
-the fixed cost the time of a small copy. The same measurement gives each virtual CPU's ``invoke_overhead``,
+Links between virtual CPU devices are segment boundaries inside one process. Their figures are measured
+once per machine and OpenVINO version and cached (``<cache>/platform/local-...``): as the fixed cost the
+time of a small copy, and as bandwidths what a boundary really costs when a chain of layers is split into
+two compiled models, for plain-layout tensors (matrix products) and for the blocked layouts the CPU
+plugin keeps convolution activations in (reordered to plain and back at a boundary: several times slower
+than a ``memcpy``, see :class:`~placement_gym.platforms.Link`). The same measurement gives each virtual CPU's ``invoke_overhead``,
 what every extra subgraph costs: the time of one ``start_async`` -> completion callback -> queue handoff of
 a one-op model, which is how the partitioned executor of the measured backend starts each segment. Last,
 two 1-thread models of convolutions run at once against one alone give the speed-up ``s`` the two
@@ -42,7 +45,7 @@ from placement_gym.platforms import Device, Link, Platform
 #: Compile properties of a virtual CPU device (one core each, able to run concurrently).
 VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}
 #: Version of the link/overhead measurement below (bump when it changes).
-MEASURE_VERSION = 3
+MEASURE_VERSION = 4
 _RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
 
 
@@ -91,11 +94,50 @@ def _median_time(fn: Any, repeats: int) -> float:
     return float(np.median(times))
 
 
+def _boundary_bandwidth(
+    core: Any, config: dict[str, Any], layers: list[Any], make: Any, shape: list[int]
+) -> float:
+    """Bytes/s of a segment boundary: ``tensor bytes / (t(half 1) + t(half 2) - t(whole))`` for a chain of
+    ``layers`` split in two, each part compiled as the partitioned executor compiles a segment."""
+    import openvino as ov
+
+    def compiled(part: list[Any]) -> Any:
+        request = core.compile_model(make(part), "CPU", config).create_infer_request()
+        return request
+
+    whole, first, second = (
+        compiled(layers),
+        compiled(layers[: len(layers) // 2]),
+        compiled(layers[len(layers) // 2 :]),
+    )
+    x = ov.Tensor(np.ones(shape, dtype=np.float32))
+    whole.set_input_tensor(x)
+    first.set_input_tensor(x)
+
+    def split() -> None:
+        first.infer()
+        second.set_input_tensor(first.get_output_tensor())
+        second.infer()
+
+    whole.infer()
+    split()
+    extra = _median_time(split, 15) - _median_time(whole.infer, 15)
+    nbytes = 4 * float(np.prod(shape))
+    return nbytes / max(extra, nbytes / 100e9)  # floor the cost at a 100 GB/s copy
+
+
 def measure_local_figures() -> dict[str, float]:
-    """Measure copy bandwidth, copy latency and the per-segment dispatch overhead of 1-thread f32 CPU models.
+    """Measure copy bandwidth, copy latency, segment-boundary bandwidths and the per-segment dispatch
+    overhead of 1-thread f32 CPU models.
+
+    A segment boundary costs more than a copy: the CPU plugin keeps convolution activations in blocked
+    layouts (nChw8c/16c), which a boundary reorders to a plain layout and back. Both rates are measured by
+    splitting a chain of layers into two compiled models: 1x1 convolutions on a 256x56x56 activation
+    (blocked) and matrix products on a 128x768 activation (plain).
 
     Returns:
-        ``{"copy_bandwidth": B/s, "copy_latency": s, "invoke_overhead": s, "parallel_speedup": 1..2}``.
+        ``{"copy_bandwidth", "copy_latency", "boundary_bandwidth", "blocked_boundary_bandwidth"`` (B/s or
+        s), ``"invoke_overhead"`` (s), ``"parallel_speedup"`` (1..2)``}``.
     """
     import openvino as ov
     import openvino.opset13 as ops
@@ -155,9 +197,40 @@ def measure_local_figures() -> dict[str, float]:
     alone = _median_time(pair[0].infer, 7)
     both = _median_time(together, 7)
     speedup = float(np.clip(2 * alone / both, 1.0, 2.0))
+
+    def conv_chain(weights: list[np.ndarray]) -> Any:
+        x = ops.parameter([1, 256, 56, 56], ov.Type.f32, name="x")
+        y = x
+        for w in weights:
+            y = ops.relu(ops.convolution(y, ops.constant(w), [1, 1], [0, 0], [0, 0], [1, 1]))
+        return ov.Model([y], [x], "conv_chain")
+
+    def matmul_chain(weights: list[np.ndarray]) -> Any:
+        x = ops.parameter([1, 128, 768], ov.Type.f32, name="x")
+        y = x
+        for w in weights:
+            y = ops.relu(ops.matmul(y, ops.constant(w), False, False))
+        return ov.Model([y], [x], "matmul_chain")
+
+    blocked = _boundary_bandwidth(
+        core,
+        config,
+        [(rng.standard_normal((256, 256, 1, 1)) * 0.05).astype(np.float32) for _ in range(4)],
+        conv_chain,
+        [1, 256, 56, 56],
+    )
+    plain = _boundary_bandwidth(
+        core,
+        config,
+        [(rng.standard_normal((768, 768)) * 0.02).astype(np.float32) for _ in range(4)],
+        matmul_chain,
+        [1, 128, 768],
+    )
     return {
         "copy_bandwidth": bandwidth,
         "copy_latency": latency,
+        "boundary_bandwidth": min(plain, bandwidth),
+        "blocked_boundary_bandwidth": min(blocked, plain, bandwidth),
         "invoke_overhead": invoke,
         "parallel_speedup": speedup,
     }
@@ -215,7 +288,11 @@ def local_platform() -> Platform:
     figures = local_figures()
     name, ghz, flags = _cpu_info()
     accelerators = [d for d in available if d.startswith(("GPU", "NPU"))]
-    cpu_link = Link(latency=figures["copy_latency"], bandwidth=figures["copy_bandwidth"])
+    cpu_link = Link(
+        latency=figures["copy_latency"],
+        bandwidth=figures["boundary_bandwidth"],
+        blocked_bandwidth=figures["blocked_boundary_bandwidth"],
+    )
     if not accelerators:
         devices = _virtual_cpus(figures, ghz, flags)
         links = {(0, 1): cpu_link, (1, 0): cpu_link}

@@ -249,3 +249,24 @@ def test_speed_bert_like(tiny_bert: Benchmark) -> None:
     t0 = time.perf_counter()
     sim.evaluate_batch(batch)
     assert 2000 / (time.perf_counter() - t0) > 5000
+
+
+def test_blocked_layout_edges_cost_more_across_a_boundary():
+    """Edges carrying rank-4 activations are weighted by the link's blocked factor; others are not."""
+    from dataclasses import replace
+
+    from placement_gym.backends.cost_model import effective_edge_bytes
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.platforms import Link, load_platform
+
+    bench = load_benchmark("tiny_cnn")
+    coarse = bench.coarsen("ops")
+    base = load_platform("cpu-dgpu")
+    plain = effective_edge_bytes(coarse, base)
+    assert np.array_equal(plain, coarse.graph.edge_bytes)
+    link = Link(latency=1e-6, bandwidth=8e9, blocked_bandwidth=2e9)
+    slow = replace(base, links={key: link for key in base.links})
+    weighted = effective_edge_bytes(coarse, slow)
+    rank4 = np.array([len(coarse.ops.out_shapes[s]) >= 4 for s in coarse.graph.edge_src])
+    assert rank4.any() and (~rank4).any()
+    assert np.allclose(weighted[rank4], 4.0 * plain[rank4]) and np.allclose(weighted[~rank4], plain[~rank4])
