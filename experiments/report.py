@@ -136,9 +136,16 @@ def plot_curves(rows: list[ResultRow], path: Path) -> None:
             if r.model == model and len(r.history) > 2:
                 by_method[r.method].append(r)
         for method, rs in sorted(by_method.items()):
-            h = np.array(rs[0].history, dtype=float)
-            ok = np.isfinite(h[:, 1])
-            ax.plot(h[ok, 0], h[ok, 1] * 1e3, label=method_label(method), lw=1)
+            grid = np.arange(1, max(r.history[-1][0] for r in rs) + 1)
+            curves = []
+            for r in rs:
+                h = np.array(r.history, dtype=float)
+                ok = np.isfinite(h[:, 1])
+                if ok.any():  # step curve: best so far at every evaluation, held after the last one
+                    idx = np.searchsorted(h[ok, 0], grid, side="right") - 1
+                    curves.append(np.where(idx >= 0, h[ok, 1][np.maximum(idx, 0)], np.nan))
+            if curves:
+                ax.plot(grid, np.nanmean(curves, axis=0) * 1e3, label=method_label(method), lw=1)
         ax.set_title(model)
         ax.set_xlabel("evaluated placements")
         ax.set_ylabel("best latency so far (ms)")
