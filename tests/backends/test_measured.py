@@ -22,6 +22,7 @@ from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import BackendError, PlacementError, UnknownNameError
 from placement_gym.platforms import platform_from_dict
 from placement_gym.zoo.loading import core, random_inputs
+from tests.hardware import two_threads_run_in_parallel
 
 F32_1THREAD = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 
@@ -380,4 +381,6 @@ def test_two_virtual_cpus_overlap():
         ratios.append(concurrent.latency / sequential.latency)
         if ratios[-1] < 0.8:
             break
+    if min(ratios) >= 0.8 and not two_threads_run_in_parallel():
+        pytest.skip(f"this machine does not run two threads in parallel now (ratios {ratios})")
     assert min(ratios) < 0.8, ratios

@@ -9,6 +9,7 @@ from placement_gym.backends.cost_model import CostModel
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import PlacementGymError, UnknownNameError
 from placement_gym.platforms import Device, Link, load_platform, platform_from_dict, platform_names
+from tests.hardware import two_threads_run_in_parallel
 
 DATA_PLATFORMS = ["cpu-dgpu", "cpu-igpu", "multi-accel"]
 
@@ -144,22 +145,8 @@ def test_virtual_cpus_run_concurrently() -> None:
             requests[1].wait()
         return time.perf_counter() - t0
 
+    if not two_threads_run_in_parallel():
+        pytest.skip("this machine does not run two threads in parallel now (contended vCPUs)")
     one(), both()
     single, pair = min(one() for _ in range(3)), min(both() for _ in range(3))
-    # The same model on 2 threads tells whether this machine offers two cores that run in parallel at all
-    # (a VM's vCPUs may share one physical core under contention); only then can the devices overlap.
-    two = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": "f32"})
-    request2 = two.create_infer_request()
-    request2.set_input_tensor(ov.Tensor(np.ones((64, 512), dtype=np.float32)))
-    requests2 = [request2]
-
-    def threads2() -> float:
-        t0 = time.perf_counter()
-        for _ in range(40):
-            requests2[0].infer()
-        return time.perf_counter() - t0
-
-    threads2()
-    if min(threads2() for _ in range(3)) > 0.7 * 2 * single:
-        pytest.skip("this machine does not run two threads in parallel now (contended vCPUs)")
     assert pair < 1.6 * single
