@@ -175,3 +175,75 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
         title = f"{model}: best = {method_label(r.method)}, {r.latency * 1e3:.2f} ms"
         fig = placement_figure(coarse, platform, np.array(r.placement), title)
         fig.savefig(out / f"placement_{model}_{platform_name}.png")
+
+
+def paper_table(summary: list[dict]) -> str:
+    """Methods as rows, models as columns: ``latency ms (± std) / speedup over CPU-only`` per cell."""
+    models = sorted({s["model"] for s in summary})
+    cells: dict[str, dict[str, dict]] = defaultdict(dict)
+    for s in summary:
+        cells[s["label"]][s["model"]] = s
+    # Order: by geometric-mean speedup across models, best first.
+    order = sorted(cells, key=lambda m: -_geomean([cells[m][k]["speedup_vs_cpu"] for k in cells[m]]))
+    lines = [
+        "| method | " + " | ".join(f"{m}: ms (± std), speedup" for m in models) + " | geomean speedup |",
+        "|---|" + "---|" * (len(models) + 1),
+    ]
+    for method in order:
+        row = []
+        for m in models:
+            s = cells[method].get(m)
+            row.append(
+                "-"
+                if s is None
+                else f"{s['latency_ms']:.3f} (± {s['latency_std_ms']:.3f}), x{s['speedup_vs_cpu']:.2f}"
+            )
+        geo = _geomean([c["speedup_vs_cpu"] for c in cells[method].values()])
+        lines.append(f"| {method} | " + " | ".join(row) + f" | x{geo:.2f} |")
+    return "\n".join(lines)
+
+
+def quality_table(summary: list[dict]) -> str:
+    """Best learned latency over the MILP's latency, per model (1.0 = as good as the MILP)."""
+    learners = {
+        "ppo_gnn",
+        "a2c_gnn",
+        "maskable_ppo_gnn",
+        "ppo_mlp",
+        "hsdag",
+        "rl_placement",
+        "grouper_placer",
+        "placeto",
+    }
+    lines = ["| model | MILP ms | best learner | its ms | learned / MILP |", "|---|---|---|---|---|"]
+    for model in sorted({s["model"] for s in summary}):
+        items = [s for s in summary if s["model"] == model]
+        milp = [s for s in items if s["method"].split(":")[0] == "milp"]
+        learned = [s for s in items if s["method"].split(":")[0] in learners]
+        if milp and learned:
+            best = min(learned, key=lambda s: s["latency_ms"])
+            lines.append(
+                f"| {model} | {milp[0]['latency_ms']:.3f} | {best['label']} | {best['latency_ms']:.3f} | "
+                f"{best['latency_ms'] / milp[0]['latency_ms']:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the paper-style and quality tables of one or more result folders."""
+    import argparse
+
+    from experiments.runs import ResultStore
+
+    parser = argparse.ArgumentParser(description="Paper-style tables of benchmark results.")
+    parser.add_argument("folders", nargs="+", type=Path, help="folders holding results.jsonl")
+    args = parser.parse_args(argv)
+    rows = [r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()]
+    summary = summarise(rows)
+    print(paper_table(summary))
+    print()
+    print(quality_table(summary))
+
+
+if __name__ == "__main__":
+    main()
