@@ -402,6 +402,8 @@ class DevicePlacementEnv(gym.Env):
 
     # ------------------------------------------------------------------ pickling (SubprocVecEnv, copies)
     def __getstate__(self) -> dict[str, Any]:
+        if not isinstance(self._init_kwargs["backend"], str):
+            raise TypeError("an env built around a backend instance cannot be pickled; pass the backend by name")
         return {
             "kwargs": self._init_kwargs,
             "np_random": self._np_random,

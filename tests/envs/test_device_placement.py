@@ -237,3 +237,11 @@ def test_ppo_multi_input_trains_on_sim_bert():
     model.learn(256)
     action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
     assert env.action_space.contains(action)
+
+
+def test_env_around_a_backend_instance_refuses_to_pickle_clearly():
+    env = DevicePlacementEnv(**TINY_SIM)
+    wrapped = DevicePlacementEnv(backend=env.backend)
+    assert wrapped.num_groups == env.num_groups
+    with pytest.raises(TypeError, match="backend by name"):
+        pickle.dumps(wrapped)
