@@ -167,8 +167,7 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
             best[key] = r
     for (model, platform_name, coarsening), r in best.items():
         bench = load_benchmark(model)
-        level, _, k = coarsening.partition("+k")
-        coarse = bench.coarsen(level, k=int(k) if k else None)
+        coarse = bench.coarsen_as(coarsening)
         if coarse.num_groups != len(r.placement):
             continue
         platform = load_platform(platform_name)

@@ -44,8 +44,7 @@ def show(record: dict[str, Any], png: Path | None) -> str:
             f"the placement was made for {record['model']} graph version {record['graph_version']}, "
             f"but this installation builds version {bench.version}"
         )
-    level, _, k = record["coarsening"].partition("+k")
-    coarse = bench.coarsen(level, k=int(k) if k else None)
+    coarse = bench.coarsen_as(record["coarsening"])
     placement = np.asarray(record["placement"], dtype=np.int64)
     if placement.shape != (coarse.num_groups,):
         raise PlacementError(

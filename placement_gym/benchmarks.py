@@ -57,6 +57,15 @@ class Benchmark:
         """The op graph coarsened at ``level`` (see :func:`placement_gym.coarsening.coarsen`)."""
         return coarsen(self.ops, level, k=k, fused_layers=self.fused_layers)
 
+    def coarsen_as(self, level: str) -> CoarseGraph:
+        """Rebuild the coarse graph whose :attr:`CoarseGraph.level` is ``level`` (as recorded in results).
+
+        Args:
+            level: ``"ops"``, ``"fused"``, or either followed by ``"+k<K>"`` (e.g. ``"fused+k64"``).
+        """
+        base, _, k = level.partition("+k")
+        return self.coarsen(base, k=int(k) if k else None)
+
     def __getstate__(self) -> dict[str, Any]:  # ov.Model does not pickle; zoo models reload from the IR
         state = dict(self.__dict__)
         state["_model"] = None

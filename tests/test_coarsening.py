@@ -114,3 +114,14 @@ def test_fused_level_matches_runtime_fusion(tiny_cnn):
     # tiny_cnn: 17 IR ops; every group corresponds to exactly one executed runtime layer
     assert coarse.num_groups == len(set(group_of_layer))
     assert coarse.num_groups < tiny_cnn.ops.num_nodes
+
+
+def test_coarsen_as_rebuilds_a_recorded_level(tiny_bert):
+    for coarse in (
+        tiny_bert.coarsen("ops"),
+        tiny_bert.coarsen("fused"),
+        tiny_bert.coarsen("k", k=8),
+        tiny_bert.coarsen("ops", k=20),
+    ):
+        again = tiny_bert.coarsen_as(coarse.level)
+        assert again.level == coarse.level and np.array_equal(again.assignment, coarse.assignment)

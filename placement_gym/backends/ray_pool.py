@@ -26,12 +26,6 @@ from placement_gym.backends.base import LatencyBackend, LatencyResult
 from placement_gym.errors import BackendError, PlacementError
 
 
-def _coarsen_args(level: str) -> tuple[str, int | None]:
-    """``CoarseGraph.level`` -> (level, k) for :meth:`Benchmark.coarsen` (``"fused+k64"`` -> ``("fused", 64)``)."""
-    base, _, k = level.partition("+k")
-    return base, int(k) if k else None
-
-
 class _Evaluator:
     """The Ray actor's body: one inner backend, built where the actor runs."""
 
@@ -42,8 +36,7 @@ class _Evaluator:
         from placement_gym.benchmarks import load_benchmark
 
         bench = load_benchmark(model)
-        base, k = _coarsen_args(level)
-        self.backend = make_backend(inner, bench, bench.coarsen(base, k=k), platform, **inner_kwargs)
+        self.backend = make_backend(inner, bench, bench.coarsen_as(level), platform, **inner_kwargs)
 
     def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
         out = []
