@@ -83,9 +83,7 @@ def priority_topological_order(cost: CostModel, priority: np.ndarray) -> np.ndar
 
 def transfer(cost: CostModel, nbytes: float, src: int, dst: int) -> float:
     """Seconds to move ``nbytes`` from ``src`` to ``dst`` (0 on one device or for 0 bytes)."""
-    if src == dst or nbytes <= 0:
-        return 0.0
-    return float(cost.link_latency[src, dst] + nbytes / cost.link_bandwidth[src, dst])
+    return 0.0 if nbytes <= 0 else float(cost.transfer_time(nbytes, src, dst))
 
 
 class MemoryLedger:
