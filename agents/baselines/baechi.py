@@ -185,7 +185,7 @@ def favourite_children(cost: CostModel) -> np.ndarray:
     p = np.where(np.isfinite(cost.compute), cost.compute, 0.0).mean(axis=1)  # (G,)
     off = ~np.eye(d_count, dtype=bool)
     if d_count > 1:
-        inv_bw = np.where(np.isfinite(cost.link_bandwidth), 1.0 / cost.link_bandwidth, 0.0)
+        inv_bw = cost.inverse_bandwidth()
         c = cost.link_latency[off].mean() + cost.edge_bytes * inv_bw[off].mean()  # (E,)
     else:
         c = np.zeros(e_count)

@@ -140,6 +140,10 @@ class CostModel:
         """Memory a group occupies on its device (weights + outputs), shape ``(G,)``."""
         return self.param_bytes + self.out_bytes
 
+    def inverse_bandwidth(self) -> np.ndarray:
+        """Seconds per byte of each link, shape ``(D, D)``, 0 where the bandwidth is infinite (diagonal)."""
+        return np.where(np.isfinite(self.link_bandwidth), 1.0 / self.link_bandwidth, 0.0)
+
     def transfer_time(self, nbytes: float | np.ndarray, src: int, dst: int) -> float | np.ndarray:
         """Seconds to move ``nbytes`` from device ``src`` to ``dst`` (0 on the same device)."""
         if src == dst:

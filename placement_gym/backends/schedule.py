@@ -196,7 +196,7 @@ def upward_rank(cost: CostModel) -> np.ndarray:
     finite = np.where(np.isfinite(cost.compute), cost.compute, 0.0)
     counts = np.maximum(np.isfinite(cost.compute).sum(axis=1), 1)
     mean = finite.sum(axis=1) / counts
-    inv_bw = np.where(np.isfinite(cost.link_bandwidth), 1.0 / cost.link_bandwidth, 0.0)
+    inv_bw = cost.inverse_bandwidth()
     comm = cost.link_latency.sum() / d**2 + cost.edge_bytes * (inv_bw.sum() / d**2)
     starts = np.searchsorted(cost.edge_src, np.arange(g_count + 1))  # edges are sorted by source
     rank = mean.copy()
@@ -246,7 +246,7 @@ class Schedule:
         last_use = pos + 1
         np.maximum.at(last_use, cost.edge_src, pos[cost.edge_dst] + 1)
         last_use[cost.result_bytes > 0] = g  # graph outputs stay until the end
-        inv_bw = np.where(np.isfinite(cost.link_bandwidth), 1.0 / cost.link_bandwidth, 0.0)
+        inv_bw = cost.inverse_bandwidth()
         np.fill_diagonal(inv_bw, 0.0)
         return cls(
             cost=cost,
