@@ -145,8 +145,9 @@ def test_virtual_cpus_run_concurrently() -> None:
             requests[1].wait()
         return time.perf_counter() - t0
 
-    if not two_threads_run_in_parallel():
-        pytest.skip("this machine does not run two threads in parallel now (contended vCPUs)")
     one(), both()
     single, pair = min(one() for _ in range(3)), min(both() for _ in range(3))
+    # The host's parallelism can change between any probe and this measurement: probe after a miss.
+    if pair >= 1.6 * single and not two_threads_run_in_parallel():
+        pytest.skip(f"this machine does not run two threads in parallel now (pair/single {pair / single:.2f})")
     assert pair < 1.6 * single
