@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from placement_gym.backends.simulated import SimulatedBackend
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform
 

@@ -32,8 +32,8 @@ import numpy as np
 import openvino as ov
 from scipy.stats import spearmanr
 
-from placement_gym.backends.measured import MeasuredBackend
-from placement_gym.backends.simulated import SimulatedBackend
+from placement_gym.measured.backend import MeasuredBackend
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform
 

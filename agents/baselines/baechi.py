@@ -12,7 +12,7 @@ Fast Device Placement of Machine Learning Graphs", ACM SoCC 2020).
 
 Deviations from Baechi:
 
-* Costs come from the env's heterogeneous :class:`~placement_gym.backends.cost_model.CostModel` (Baechi
+* Costs come from the env's heterogeneous :class:`~placement_gym.simulation.cost_model.CostModel` (Baechi
   profiles homogeneous GPUs). m-ETF/m-SCT use each device's own compute time, rank ready pairs by start
   time then finish time, and the SCT LP uses device-averaged compute and cross-device transfer costs.
 * Memory uses a static permanent-residency ledger (weights, outputs, graph inputs and received copies
@@ -44,7 +44,7 @@ from agents.baselines.common import (
     successors,
     transfer,
 )
-from placement_gym.backends.cost_model import CostModel
+from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import UnknownNameError
 
 

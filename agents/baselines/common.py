@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker
-from placement_gym.backends.cost_model import CostModel
+from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import PlacementGymError
 
 

@@ -2,7 +2,7 @@
 and low-complexity task scheduling for heterogeneous computing", IEEE TPDS 13(3), 2002).
 
 Faithful parts: groups are prioritised by upward rank computed with device-averaged compute costs and
-averaged communication costs (:func:`placement_gym.backends.schedule.upward_rank`, the simulator's own
+averaged communication costs (:func:`placement_gym.simulation.schedule.upward_rank`, the simulator's own
 priority), and each group in turn goes to the device giving the earliest finish time, with the
 insertion policy (a group may fill an idle gap between two groups already scheduled on a device).
 
@@ -37,8 +37,8 @@ from agents.baselines.common import (
     priority_topological_order,
     transfer,
 )
-from placement_gym.backends.cost_model import CostModel
-from placement_gym.backends.schedule import upward_rank
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import upward_rank
 
 
 def heft_placement(cost: CostModel, allowed: np.ndarray) -> tuple[np.ndarray, float]:

@@ -22,7 +22,7 @@ import pymetis
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.common import allowed_devices, env_cost_model, evaluate_within_budget
-from placement_gym.backends.cost_model import CostModel
+from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import PlacementGymError
 
 

@@ -1,14 +1,14 @@
 """An exact MILP of the simulated backend, solved with HiGHS (in the spirit of Moirai's and Tarnawski et
 al.'s (NeurIPS 2020) exact formulations; Moirai's MILP is described in :mod:`agents.systems.moirai`).
 
-The model reproduces the list schedule of :mod:`placement_gym.backends.schedule` for every placement, so
+The model reproduces the list schedule of :mod:`placement_gym.simulation.schedule` for every placement, so
 its optimum is the best placement *according to the simulator*. The simulator's rules and how each is
 modelled (times in microseconds, memory in KiB, so that HiGHS's tolerances stay far below the costs):
 
 * **Assignment**: ``x[g, d]`` binary, one device per group; devices with a non-finite cost or masked out
   by the env are fixed to 0.
 * **Fixed priority order**: the simulator takes groups in one placement-independent order (decreasing
-  upward rank, :class:`~placement_gym.backends.schedule.Schedule`) and each device runs its groups in that
+  upward rank, :class:`~placement_gym.simulation.schedule.Schedule`) and each device runs its groups in that
   order without insertion. So no ordering binaries are needed: the MILP carries a "device free at" state
   per device along the order (``F_k[d] >= F_{k-1}[d]``, ``F_k[d] >= C[g] - M (1 - x[g, d])``) and a group
   starts after the state of its device (``S[g] >= F_{k-1}[d] - M (1 - x[g, d])``).
@@ -59,8 +59,8 @@ import numpy as np
 from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.common import allowed_devices, env_cost_model, evaluate_within_budget
 from agents.baselines.heft import heft_placement
-from placement_gym.backends.cost_model import CostModel
-from placement_gym.backends.schedule import Schedule
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
 from placement_gym.errors import PlacementGymError
 
 TIME_SCALE = 1e6  # seconds -> microseconds

@@ -10,8 +10,8 @@ from placement_gym.errors import UnknownNameError
 
 #: Backend name -> "module:class", imported on first use (the measured backend pulls in OpenVINO runtime).
 BACKENDS = {
-    "simulated": "placement_gym.backends.simulated:SimulatedBackend",
-    "measured": "placement_gym.backends.measured:MeasuredBackend",
+    "simulated": "placement_gym.simulation.backend:SimulatedBackend",
+    "measured": "placement_gym.measured.backend:MeasuredBackend",
     "ray": "placement_gym.backends.ray_pool:RayBackend",
 }
 

@@ -318,7 +318,7 @@ class DevicePlacementEnv(gym.Env):
         return info
 
     def cost_model(self):
-        """The :class:`~placement_gym.backends.cost_model.CostModel` of this env's graph and platform.
+        """The :class:`~placement_gym.simulation.cost_model.CostModel` of this env's graph and platform.
 
         The documented accessor for classical baselines (HEFT, m-SCT, the MILP...). For the simulated
         backend it is exactly the model the rewards come from; for the measured backend it is the
@@ -327,7 +327,7 @@ class DevicePlacementEnv(gym.Env):
         if getattr(self.backend, "cost_model", None) is not None:
             return self.backend.cost_model
         if self._cost_model is None:
-            from placement_gym.backends.cost_model import CostModel
+            from placement_gym.simulation.cost_model import CostModel
 
             self._cost_model = CostModel.from_benchmark(self.benchmark, self.coarse, self.platform)
         return self._cost_model

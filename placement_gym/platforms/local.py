@@ -24,7 +24,7 @@ two 1-thread models of convolutions run at once against one alone give the speed
 virtual CPUs really reach together (a VM's vCPUs may be hyper-threads or contended: ``s`` was 1.3-1.8 on
 the reference machine), recorded as each device's ``contention = 2 - s``.
 Peak FLOP/s come from the CPU's vector width and clock (only used by the roofline fallback; the
-simulator profiles local devices for real, see :mod:`placement_gym.backends.profiling`).
+simulator profiles local devices for real, see :mod:`placement_gym.measured.profiling`).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def local_figures() -> dict[str, float]:
     """:func:`measure_local_figures`, measured once per machine/OpenVINO version and cached on disk."""
     import openvino as ov
 
-    from placement_gym.zoo.cache import cached_entry
+    from placement_gym.cache import cached_entry
 
     name, _, _ = _cpu_info()
     machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]

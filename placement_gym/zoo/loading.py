@@ -1,6 +1,6 @@
 """Turn any model source into an ``openvino.Model``: a zoo name, an IR or ONNX path, or a torch module.
 
-Zoo models are converted once and cached as IR (see :mod:`placement_gym.zoo.cache`), keyed by model
+Zoo models are converted once and cached as IR (see :mod:`placement_gym.cache`), keyed by model
 name, recipe version and OpenVINO version.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.errors import CorruptModelError, ModelError
-from placement_gym.zoo.cache import cached_entry
+from placement_gym.cache import cached_entry
 from placement_gym.zoo.models import MODELS, get_spec
 
 

@@ -10,8 +10,8 @@ import pytest
 from agents import make_method
 from agents.baselines.baechi import balanced_shares, favourite_children
 from agents.baselines.milp import TIME_SCALE, MILPPlacement, build_milp
-from placement_gym.backends.cost_model import CostModel
-from placement_gym.backends.simulated import SimulatedBackend
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.errors import UnknownNameError

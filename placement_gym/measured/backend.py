@@ -2,13 +2,13 @@
 
 Two executors run a placement (see their modules for what each can and cannot measure):
 
-* ``"partitioned"`` (default, :mod:`placement_gym.backends.partitioned`): one compiled model per
+* ``"partitioned"`` (default, :mod:`placement_gym.measured.dataflow`): one compiled model per
   same-device segment, run as a dataflow graph, segments on different devices concurrently.
-* ``"hetero"`` (:mod:`placement_gym.backends.hetero`): OpenVINO's HETERO plugin with per-op ``affinity``
+* ``"hetero"`` (:mod:`placement_gym.measured.hetero`): OpenVINO's HETERO plugin with per-op ``affinity``
   (HSDAG's way). It runs devices one after another and cannot tell apart virtual devices on one
   physical device.
 
-Timing follows :mod:`placement_gym.backends.timing` (warm-up, repeats, median, IQR, time budget). The
+Timing follows :mod:`placement_gym.measured.timing` (warm-up, repeats, median, IQR, time budget). The
 warm-up runs are made only when the placement uses a compiled model that has not run before: once every
 compiled segment has run, its memory is allocated and further warm-up would only re-measure.
 
@@ -37,11 +37,11 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
-from placement_gym.backends.executor import ExecutionFailure, Executor, device_available, first_line
-from placement_gym.backends.hetero import HeteroExecutor
-from placement_gym.backends.partitioned import PartitionedExecutor
+from placement_gym.measured.executor import ExecutionFailure, Executor, device_available, first_line
+from placement_gym.measured.hetero import HeteroExecutor
+from placement_gym.measured.dataflow import PartitionedExecutor
 from placement_gym.backends.result_cache import ResultCache
-from placement_gym.backends.timing import Timing, measure
+from placement_gym.measured.timing import Timing, measure
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError

@@ -1,8 +1,8 @@
 """The simulated backend: latency of a placement from a cost model and a list schedule, in microseconds.
 
-Costs come from :class:`~placement_gym.backends.cost_model.CostModel` (real per-layer profiles for the
+Costs come from :class:`~placement_gym.simulation.cost_model.CostModel` (real per-layer profiles for the
 ``local`` platform's devices, datasheet rooflines elsewhere); the latency of a placement is the makespan of
-the event-driven list schedule in :mod:`placement_gym.backends.schedule` (per-device and per-link queues,
+the event-driven list schedule in :mod:`placement_gym.simulation.schedule` (per-device and per-link queues,
 transfers overlapping compute, inputs from and results to the host, a peak-memory check). The same
 placement always gets the same latency, so the backend is deterministic and caches results in a bounded
 LRU keyed by the placement's bytes.
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
-from placement_gym.backends.cost_model import CostModel
-from placement_gym.backends.schedule import Schedule
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, PlacementError

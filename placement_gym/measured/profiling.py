@@ -9,7 +9,7 @@ are mapped back to IR ops through the runtime graph's rt_info ``originalLayersNa
   share equally), so heavy ops carry most of it and zero-FLOP ops are not free;
 * layers the runtime adds (Reorder, Convert) name no IR op: their time goes to the nearest consumer layer
   that has IR ops, else the nearest producer;
-* IR ops no layer names take their layer through :func:`~placement_gym.backends.cost_model.op_layer_index`.
+* IR ops no layer names take their layer through :func:`~placement_gym.fusion.op_layer_index`.
 
 Results are cached on disk (``<cache>/profile/<key>/``) keyed by model name, graph version, OpenVINO
 version, device and a hash of its compile configuration and of the op graph.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.backends.cost_model import op_layer_index
+from placement_gym.fusion import op_layer_index
 from placement_gym.errors import BackendError
 from placement_gym.platforms import Device
 
@@ -175,7 +175,7 @@ def profile_op_times(benchmark: Any, device: Device, warmup: int = 3, runs: int 
     """
     import openvino as ov
 
-    from placement_gym.zoo.cache import cached_entry
+    from placement_gym.cache import cached_entry
 
     config = json.dumps(device.compile_config(), sort_keys=True, default=str)
     graph_hash = hashlib.sha256("\n".join(benchmark.ops.names).encode()).hexdigest()[:10]

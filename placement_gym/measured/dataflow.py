@@ -1,12 +1,12 @@
 """The project's own executor: one compiled model per same-device segment, run as a dataflow graph.
 
-A per-op placement is split into segments (:func:`~placement_gym.backends.partition.split_segments`);
+A per-op placement is split into segments (:func:`~placement_gym.measured.segments.split_segments`);
 each segment is built as its own ``ov.Model`` and compiled on its device with
 ``device.compile_config()``. One inference starts every segment whose inputs are ready with
 ``start_async``; a device runs one segment at a time (a device is one serial resource, e.g. one 1-thread
 virtual CPU), while segments on different devices run concurrently.
 
-Tensors are not copied between segments: every source key (see :mod:`~placement_gym.backends.partition`)
+Tensors are not copied between segments: every source key (see :mod:`~placement_gym.measured.segments`)
 has one ``ov.Tensor`` for the executor's lifetime, set as the producer's output tensor and as every
 consumer's input tensor. Because a segment's inputs and outputs depend only on its op set, a compiled
 segment is wired once and reused, unchanged, by every placement that contains it.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import openvino as ov
 
-from placement_gym.backends.executor import ExecutionFailure, Executor, first_line
-from placement_gym.backends.partition import Key, ModelIndex, Segment, param_key, split_segments
+from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
+from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
 from placement_gym.graph import CompGraph
 from placement_gym.platforms import Platform
 

@@ -7,7 +7,7 @@ exact MILP. It holds plain numpy arrays, no OpenVINO objects.
 Per-op costs come from one of two sources (``profile=``):
 
 * ``"measured"``: real per-layer times of the model compiled for the device (OpenVINO ``PERF_COUNT``; see
-  :mod:`placement_gym.backends.profiling`). Needs the device on this machine.
+  :mod:`placement_gym.measured.profiling`). Needs the device on this machine.
 * ``"roofline"``: the device's datasheet profile::
 
       time(op) = max(FLOPs / peak_flops[precision], bytes / mem_bandwidth) / efficiency(op_type)
@@ -31,6 +31,7 @@ import numpy as np
 
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
+from placement_gym.fusion import op_layer_index
 from placement_gym.graph import CompGraph
 from placement_gym.platforms import Device, Platform
 
@@ -232,7 +233,7 @@ class CostModel:
         for device in platform.devices:
             measured = profile == "measured" or (profile == "auto" and platform.name == "local")
             if measured:
-                from placement_gym.backends.profiling import profile_op_times
+                from placement_gym.measured.profiling import profile_op_times
 
                 columns.append(profile_op_times(benchmark, device))
             else:
@@ -264,36 +265,6 @@ def effective_edge_bytes(coarse: CoarseGraph, platform: Platform) -> np.ndarray:
     cross = gs != gd
     index = np.searchsorted(q.edge_src * q.num_nodes + q.edge_dst, gs[cross] * q.num_nodes + gd[cross])
     return np.bincount(index, weights=weight[cross], minlength=q.num_edges).astype(np.float64)
-
-
-def op_layer_index(ops: CompGraph, fused_layers: list[list[str]]) -> np.ndarray:
-    """The executed layer (index into ``fused_layers``) that runs each op, shape ``(n_ops,)``, int64.
-
-    Ops no layer names (the runtime renames some, e.g. a MatMul folded into a FullyConnected named after
-    its bias Add) take the layer of a neighbour: their first consumer that has one, else their first
-    producer; ops with neither get a layer of their own (index ``>= len(fused_layers)``).
-    """
-    index = {name: i for i, name in enumerate(ops.names)}
-    layer = np.full(ops.num_nodes, -1, dtype=np.int64)
-    for k, names in enumerate(fused_layers):
-        for name in names:
-            i = index.get(name)
-            if i is not None and layer[i] < 0:
-                layer[i] = k
-    succs, preds = ops.successors(), ops.predecessors()
-    changed = True
-    while changed:  # chains of unnamed ops resolve one step per pass
-        changed = False
-        for i in np.flatnonzero(layer < 0).tolist():
-            for neighbours in (succs[i], preds[i]):
-                named = [int(j) for j in neighbours if layer[j] >= 0]
-                if named:
-                    layer[i] = layer[named[0]]
-                    changed = True
-                    break
-    orphans = np.flatnonzero(layer < 0)
-    layer[orphans] = len(fused_layers) + np.arange(len(orphans))
-    return layer
 
 
 def roofline_op_times(ops: CompGraph, device: Device, layer: np.ndarray) -> np.ndarray:

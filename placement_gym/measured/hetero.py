@@ -14,9 +14,9 @@ What HETERO can and cannot measure:
   placement therefore measures the same thing: the whole model on one 1-thread CPU.
 * HETERO's inference runs its subgraphs one after another, so independent branches on two devices never
   overlap within one inference: it measures sequential execution. Use the partitioned executor
-  (:mod:`placement_gym.backends.partitioned`) for concurrent execution.
+  (:mod:`placement_gym.measured.dataflow`) for concurrent execution.
 * Some affinity maps do not compile (reported: "Cannot sort subgraphs!"); that is an
-  :class:`~placement_gym.backends.executor.ExecutionFailure` that the backend caches as infeasible.
+  :class:`~placement_gym.measured.executor.ExecutionFailure` that the backend caches as infeasible.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import openvino as ov
 
-from placement_gym.backends.executor import ExecutionFailure, Executor, first_line
+from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
 from placement_gym.graph import CompGraph
 from placement_gym.platforms import Platform
 

@@ -1,4 +1,4 @@
-"""An event-driven list schedule of a placement on a :class:`~placement_gym.backends.cost_model.CostModel`,
+"""An event-driven list schedule of a placement on a :class:`~placement_gym.simulation.cost_model.CostModel`,
 compiled with numba.
 
 Rules (Placeto's simulator, made deterministic by a fixed priority order):
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from placement_gym.backends.cost_model import CostModel
+from placement_gym.simulation.cost_model import CostModel
 
 
 @numba.njit(cache=True)

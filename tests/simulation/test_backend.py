@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from placement_gym.backends import make_backend
-from placement_gym.backends.cost_model import CostModel, op_layer_index, roofline_op_times
-from placement_gym.backends.simulated import SimulatedBackend
+from placement_gym.fusion import op_layer_index
+from placement_gym.simulation.cost_model import CostModel, roofline_op_times
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import coarsen_ops
 from placement_gym.errors import BackendError, PlacementError, UnknownNameError
@@ -255,7 +256,7 @@ def test_blocked_layout_edges_cost_more_across_a_boundary():
     """Edges carrying rank-4 activations are weighted by the link's blocked factor; others are not."""
     from dataclasses import replace
 
-    from placement_gym.backends.cost_model import effective_edge_bytes
+    from placement_gym.simulation.cost_model import effective_edge_bytes
     from placement_gym.benchmarks import load_benchmark
     from placement_gym.platforms import Link, load_platform
 

@@ -1,0 +1,9 @@
+"""Measured execution: run a placement on OpenVINO devices for real and time it.
+
+* :mod:`.backend`: :class:`MeasuredBackend`, the latency backend built on the modules below;
+* :mod:`.executor`: the contract of the things that run a placement;
+* :mod:`.dataflow`: the project's executor (one compiled model per same-device segment, run as a dataflow graph);
+* :mod:`.segments`: split an op placement into same-device segments and build each as an ``ov.Model``;
+* :mod:`.hetero`: OpenVINO's HETERO plugin with per-op ``affinity``;
+* :mod:`.timing`: the timing protocol; :mod:`.profiling`: per-op times from the runtime's per-layer profile.
+"""
