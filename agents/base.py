@@ -1,9 +1,11 @@
 """What every placement method shares: one entry point, one result type, one evaluation budget.
 
-A method places the groups of an env's graph. It talks to the env through the Gymnasium API
-(``reset``/``step``/``action_masks``); classical methods may also read ``env.unwrapped.cost_model()``
-(the documented accessor of the simulator's cost model) and ``env.unwrapped.coarse``. Every placement a
-method has the env evaluate counts against its ``budget``; the best feasible one found is the result.
+A method places the groups of a :class:`~placement_gym.problem.PlacementProblem`. It gets either the
+problem itself or an env (``place(env_or_problem, ...)``); classical methods only use the problem (its
+``cost_model()``, ``device_mask``, ``coarse``, ``platform``), learners that act through the Gymnasium API
+also get an env (a ``DevicePlacementEnv`` built around the problem when only the problem was given). Every
+placement the problem evaluates while a method runs counts against the method's ``budget``; the problem
+counts, the :class:`BudgetTracker` watches and keeps the method's history and best placement.
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from placement_gym.errors import PlacementGymError
+from placement_gym.problem import Evaluation, PlacementProblem, problem_of
+
 
 @dataclass
 class PlacementResult:
-    """The outcome of running a method on an env.
+    """The outcome of running a method on a problem.
 
     Attributes:
         method: The method's registry name.
         placement: Best placement found, shape ``(G,)``, int64 device indices.
-        latency: Its latency in seconds according to the env's backend (``inf`` if none was feasible).
-        evaluations: Placements the env evaluated (the budget spent).
+        latency: Its latency in seconds according to the problem's backend (``inf`` if none was feasible).
+        evaluations: Distinct placements the problem evaluated for the method (the budget spent).
         wall_time: Seconds the method ran.
         history: ``(evaluations so far, best latency so far)`` after each evaluation, for learning curves.
         extra: Method-specific facts (optimality gap of the MILP, training losses...).
@@ -41,31 +46,54 @@ class PlacementResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees.
+TrackerListener = Callable[["BudgetTracker", np.ndarray, float, bool], None]
+
+
 class BudgetTracker:
-    """Evaluates placements through the env, counting them and keeping the best.
+    """A method's evaluation budget on one problem: counts, history and the best placement.
+
+    While attached (between construction and :meth:`detach`), every evaluation the problem makes is
+    observed here, whoever asked for it (the method, or an RL library through ``env.step``). Evaluations
+    made in other processes (a ``SubprocVecEnv``'s workers) are reported with :meth:`record`.
 
     Args:
-        env: The env (any wrappers; its unwrapped env must be a ``DevicePlacementEnv``).
+        problem: The problem whose evaluations are counted.
         budget: Maximum number of evaluations; ``None`` for no limit.
     """
 
-    def __init__(self, env: gym.Env, budget: int | None) -> None:
-        self.env = env.unwrapped
-        self.budget = budget
+    def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))):
+            raise PlacementGymError(f"budget must be an integer number of evaluations or None, got {budget!r}")
+        self.problem = problem
+        self.budget = None if budget is None else int(budget)
         self.used = 0
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
         self.history: list[tuple[int, float]] = []
-        #: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation (progress bars,
-        #: TensorBoard); set by the caller of :meth:`PlacementMethod.place`.
-        self.listeners: list[Callable[[BudgetTracker, np.ndarray, float, bool], None]] = []
+        #: Called after every evaluation (progress bars, TensorBoard); set by the caller of ``place``.
+        self.listeners: list[TrackerListener] = []
+        problem.listeners.append(self._observe)
+
+    def detach(self) -> None:
+        """Stop observing the problem's evaluations."""
+        if self._observe in self.problem.listeners:
+            self.problem.listeners.remove(self._observe)
+
+    @property
+    def remaining(self) -> int | None:
+        """Evaluations left (``None``: no limit)."""
+        return None if self.budget is None else max(self.budget - self.used, 0)
 
     @property
     def exhausted(self) -> bool:
         return self.budget is not None and self.used >= self.budget
 
+    def _observe(self, placement: np.ndarray, evaluation: Evaluation) -> None:
+        self.record(placement, evaluation.latency, evaluation.feasible)
+
     def record(self, placement: np.ndarray, latency: float, feasible: bool) -> None:
-        """Count one evaluation made elsewhere (e.g. by ``env.step`` inside an RL library)."""
+        """Count one evaluation (called by the problem, or for evaluations made in another process)."""
         self.used += 1
         if feasible and latency < self.best_latency:
             self.best_latency, self.best_placement = float(latency), np.array(placement, dtype=np.int64)
@@ -74,18 +102,36 @@ class BudgetTracker:
             listener(self, placement, latency, feasible)
 
     def evaluate(self, placement: np.ndarray) -> tuple[float, float]:
-        """Evaluate ``placement`` (shape ``(G,)``): returns ``(latency, reward)``."""
-        res, reward = self.env.evaluate(np.asarray(placement, dtype=np.int64))
-        self.record(placement, res.latency, res.feasible)
-        return res.latency, reward
+        """Evaluate one ``(G,)`` placement: returns ``(latency, reward)``.
+
+        Raises:
+            PlacementGymError: If the budget is exhausted.
+        """
+        if self.exhausted:
+            raise PlacementGymError(f"the evaluation budget of {self.budget} is spent")
+        evaluation = self.problem.evaluate(placement)
+        return evaluation.latency, evaluation.reward
+
+    def evaluate_batch(self, placements: np.ndarray) -> list[Evaluation]:
+        """Evaluate a ``(B, G)`` batch in one call, cut to the budget.
+
+        The problem evaluates each distinct placement of a batch once, so the budget pays for distinct
+        placements; rows past the budget are dropped (the result is shorter than the batch).
+        """
+        batch = self.problem.validate_batch(placements)
+        remaining = self.remaining
+        if remaining is not None:
+            _, first = np.unique(batch, axis=0, return_index=True)
+            if len(first) > remaining:
+                cut = int(np.sort(first)[remaining])  # the first row holding the (remaining + 1)-th new placement
+                batch = batch[:cut]
+        return self.problem.evaluate_batch(batch) if len(batch) else []
 
     def result(self, method: str, wall_time: float, **extra: Any) -> PlacementResult:
         placement = self.best_placement
         if placement is None:  # nothing feasible: report the host placement as the fallback answer
-            placement = np.full(self.env.num_groups, self.env.platform.host, dtype=np.int64)
-        return PlacementResult(
-            method, placement, self.best_latency, self.used, wall_time, self.history, extra
-        )
+            placement = np.full(self.problem.num_groups, self.problem.host, dtype=np.int64)
+        return PlacementResult(method, placement, self.best_latency, self.used, wall_time, self.history, extra)
 
 
 class PlacementMethod(abc.ABC):
@@ -95,25 +141,36 @@ class PlacementMethod(abc.ABC):
 
     def place(
         self,
-        env: gym.Env,
+        target: gym.Env | PlacementProblem,
         budget: int | None = None,
         seed: int = 0,
-        listeners: Sequence[Callable[[BudgetTracker, np.ndarray, float, bool], None]] = (),
+        listeners: Sequence[TrackerListener] = (),
     ) -> PlacementResult:
-        """Find a placement for ``env``'s graph using at most ``budget`` evaluations.
+        """Find a placement of the problem's groups using at most ``budget`` evaluations.
 
         Args:
-            env: A ``DevicePlacement*`` env (possibly wrapped).
+            target: A ``DevicePlacement*`` env (possibly wrapped) or a :class:`PlacementProblem`.
             budget: Evaluation budget (``None``: the method's own stopping rule).
             seed: Seed of all the method's randomness.
             listeners: Called after every evaluation (see :attr:`BudgetTracker.listeners`).
         """
-        tracker = BudgetTracker(env, budget)
+        problem = problem_of(target)
+        if isinstance(target, gym.Env):
+            env = target
+        else:
+            from placement_gym.envs import DevicePlacementEnv
+
+            env = DevicePlacementEnv(problem=problem)
+        tracker = BudgetTracker(problem, budget)
         tracker.listeners.extend(listeners)
         start = time.perf_counter()
-        extra = self._place(env, tracker, seed) or {}
+        try:
+            extra = self._place(env, tracker, seed) or {}
+        finally:
+            tracker.detach()
         return tracker.result(self.name, time.perf_counter() - start, **extra)
 
     @abc.abstractmethod
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any] | None:
-        """Search, evaluating placements through ``tracker``; return method-specific extras."""
+        """Search, evaluating placements through ``tracker`` (its ``problem``; ``env`` for Gymnasium-driven
+        learners); return method-specific extras."""

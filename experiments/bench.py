@@ -24,6 +24,7 @@ from agents import make_method
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
 from placement_gym.envs import DevicePlacementEnv
+from placement_gym.platforms import Platform
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -83,12 +84,12 @@ def coarse_label(coarsening: str, k: int | None) -> str:
     return f"{'ops' if coarsening == 'ops' else 'fused'}+k{k}"
 
 
-def cpu_device(env: DevicePlacementEnv) -> int:
+def cpu_device(platform: Platform) -> int:
     """Index of the reference "CPU-only" device: the host if it is a CPU, else the first CPU."""
-    devices = env.platform.devices
-    if devices[env.platform.host].kind in ("cpu", "virtual"):
-        return env.platform.host
-    return next((i for i, d in enumerate(devices) if d.kind == "cpu"), env.platform.host)
+    devices = platform.devices
+    if devices[platform.host].kind in ("cpu", "virtual"):
+        return platform.host
+    return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
 
 
 def run_cell(
@@ -107,19 +108,21 @@ def run_cell(
     env = DevicePlacementEnv(
         model, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
+    problem = env.problem
     try:
         name, kwargs = parse_method(spec)
         method = make_method(name, **kwargs)
         result = method.place(env, budget=budget, seed=seed, listeners=listeners)
-        cpu = env.backend.evaluate(np.full(env.num_groups, cpu_device(env), dtype=np.int64)).latency
+        cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
+        cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
         extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
         return ResultRow(
             model=model,
-            graph_version=env.benchmark.version,
-            platform=env.platform.name,
+            graph_version=problem.benchmark.version,
+            platform=problem.platform.name,
             backend=backend,
-            coarsening=env.coarse.level,
-            groups=env.num_groups,
+            coarsening=problem.coarse.level,
+            groups=problem.num_groups,
             method=spec,
             seed=seed,
             budget=budget,

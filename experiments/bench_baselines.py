@@ -14,6 +14,7 @@ import numpy as np
 
 import placement_gym  # noqa: F401  (registers the envs)
 from agents import make_method
+from experiments.bench import cpu_device
 
 METHODS = ("single_device", "random_search", "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai")
 
@@ -26,14 +27,15 @@ def main() -> None:
     args = parser.parse_args()
     for model in args.models:
         env = gym.make(f"DevicePlacementSim-{model}-v0").unwrapped
-        cpu = env.backend.evaluate(np.zeros(env.num_groups, dtype=np.int64)).latency
+        problem = env.problem
+        cpu = problem.evaluate(np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)).latency
         for name in args.methods:
             kwargs = {"time_limit": args.milp_time} if name in ("milp", "moirai") else {}
             result = make_method(name, **kwargs).place(env, seed=0)
             extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, type(None)))}
             row = {
                 "model": model,
-                "groups": env.num_groups,
+                "groups": problem.num_groups,
                 "method": name,
                 "latency_ms": result.latency * 1e3,
                 "cpu_only_ms": cpu * 1e3,

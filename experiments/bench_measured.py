@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.benchmarks import load_benchmark
+from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.platforms import load_platform
 
 

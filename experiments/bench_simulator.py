@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform
+from placement_gym.simulation.backend import SimulatedBackend
 
 
 def bench(model: str, level: str, platform: str, count: int, batch: int, seed: int) -> dict[str, float]:

@@ -32,10 +32,10 @@ import numpy as np
 import openvino as ov
 from scipy.stats import spearmanr
 
-from placement_gym.measured.backend import MeasuredBackend
-from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
+from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.platforms import load_platform
+from placement_gym.simulation.backend import SimulatedBackend
 
 
 def sample_placements(

@@ -31,6 +31,7 @@ import placement_gym  # noqa: F401  (registers the env IDs)
 from agents import make_method, method_class
 from agents.base import BudgetTracker, PlacementResult
 from experiments.runs import library_versions
+from placement_gym.problem import problem_of
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -49,7 +50,7 @@ class RunLogger:
         from torch.utils.tensorboard import SummaryWriter
         from tqdm.auto import tqdm
 
-        self.out, self.env, self.meta = out, env.unwrapped, meta
+        self.out, self.problem, self.meta = out, problem_of(env), meta
         out.mkdir(parents=True, exist_ok=True)
         self.writer = SummaryWriter(str(out / "tb"))
         self.history = open(out / "history.csv", "a")
@@ -74,17 +75,17 @@ class RunLogger:
             self.save_best(tracker.best_placement, self.best, step)
 
     def save_best(self, placement: np.ndarray, latency: float, evaluations: int, **extra: Any) -> None:
-        env = self.env
+        problem = self.problem
         _write_json_atomic(
             self.out / "best_placement.json",
             {
                 **self.meta,
-                "model": env.benchmark.name,
-                "graph_version": env.benchmark.version,
-                "platform": env.platform.name,
-                "devices": [d.name for d in env.platform.devices],
-                "coarsening": env.coarse.level,
-                "groups": env.num_groups,
+                "model": problem.benchmark.name,
+                "graph_version": problem.benchmark.version,
+                "platform": problem.platform.name,
+                "devices": [d.name for d in problem.platform.devices],
+                "coarsening": problem.coarse.level,
+                "groups": problem.num_groups,
                 "latency": latency,
                 "evaluations": evaluations,
                 "placement": np.asarray(placement).tolist(),

@@ -8,6 +8,9 @@ Importing the package registers the Gymnasium environments:
   ``coarsening=``.
 
 ``<model>`` is one of ``inception_v3``, ``resnet50``, ``bert``.
+
+:class:`PlacementProblem` (graph, platform, backend, reward; validation, counting, single and batched
+evaluation) is what methods work on; :func:`problem_of` returns the problem behind an env.
 """
 
 from __future__ import annotations
@@ -48,4 +51,15 @@ def _register_all() -> list[str]:
 
 ENV_IDS: tuple[str, ...] = tuple(_register_all())
 
-__all__ = ["BENCHMARK_MODELS", "ENV_IDS", "SIM_PLATFORM", "__version__"]
+
+
+def __getattr__(name: str):
+    # The problem pulls in OpenVINO and numba: import it on first use, not when registering the IDs.
+    if name in ("PlacementProblem", "problem_of", "Evaluation"):
+        from placement_gym import problem
+
+        return getattr(problem, name)
+    raise AttributeError(f"module 'placement_gym' has no attribute {name!r}")
+
+
+__all__ = ["BENCHMARK_MODELS", "ENV_IDS", "SIM_PLATFORM", "Evaluation", "PlacementProblem", "__version__", "problem_of"]

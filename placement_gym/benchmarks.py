@@ -19,12 +19,12 @@ from typing import Any
 
 import openvino as ov
 
+from placement_gym.cache import cached_entry
 from placement_gym.coarsening import CoarseGraph, coarsen
 from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
 from placement_gym.zoo import MODELS, LoadedModel, ir_path, load_model
-from placement_gym.cache import cached_entry
 
 
 @dataclass(eq=False)

@@ -38,14 +38,13 @@ from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.common import (
     MemoryLedger,
     allowed_devices,
-    env_cost_model,
     evaluate_within_budget,
     predecessors,
     successors,
     transfer,
 )
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import UnknownNameError
+from placement_gym.simulation.cost_model import CostModel
 
 
 # ---------------------------------------------------------------------- m-TOPO
@@ -249,7 +248,7 @@ class MTopo(PlacementMethod):
         self.balance = balance
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        placement = m_topo_placement(env_cost_model(env), allowed_devices(env), self.balance)
+        placement = m_topo_placement(tracker.problem.cost_model(), allowed_devices(tracker.problem), self.balance)
         evaluate_within_budget(tracker, placement)
         return {"balance": self.balance}
 
@@ -260,7 +259,7 @@ class METF(PlacementMethod):
     name = "m_etf"
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        placement, makespan = etf_placement(env_cost_model(env), allowed_devices(env))
+        placement, makespan = etf_placement(tracker.problem.cost_model(), allowed_devices(tracker.problem))
         evaluate_within_budget(tracker, placement)
         return {"etf_makespan": makespan}
 
@@ -271,8 +270,8 @@ class MSCT(PlacementMethod):
     name = "m_sct"
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        cost = env_cost_model(env)
+        cost = tracker.problem.cost_model()
         favourite = favourite_children(cost)
-        placement, makespan = etf_placement(cost, allowed_devices(env), favourite)
+        placement, makespan = etf_placement(cost, allowed_devices(tracker.problem), favourite)
         evaluate_within_budget(tracker, placement)
         return {"sct_makespan": makespan, "favourite_children": int((favourite >= 0).sum())}

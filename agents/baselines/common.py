@@ -1,35 +1,27 @@
-"""Helpers the classical baselines share: the env's cost model, allowed devices, a static memory ledger,
-a rank-ordered topological order, and budget-aware evaluation.
+"""Helpers the classical baselines share: allowed devices, a static memory ledger, a rank-ordered
+topological order, and budget-aware evaluation.
 """
 
 from __future__ import annotations
 
 import heapq
 
-import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import PlacementGymError
+from placement_gym.problem import PlacementProblem
+from placement_gym.simulation.cost_model import CostModel
 
 
-def env_cost_model(env: gym.Env) -> CostModel:
-    """The cost model of ``env``'s graph and platform (``DevicePlacementEnv.cost_model()``)."""
-    return env.unwrapped.cost_model()
-
-
-def allowed_devices(env: gym.Env) -> np.ndarray:
-    """Devices each group may use: the env's action mask and a finite cost, shape ``(G, D)``, bool.
+def allowed_devices(problem: PlacementProblem) -> np.ndarray:
+    """Devices each group may use: it fits in memory and has a finite cost, shape ``(G, D)``, bool.
 
     Raises:
         PlacementGymError: If some group has no device with a finite cost.
     """
-    base = env.unwrapped
-    cost = env_cost_model(env)
-    g, d = cost.num_groups, cost.num_devices
-    mask = np.asarray(base.action_masks(), dtype=bool).reshape(-1, d)[:g]  # (G, D)
-    mask = mask & np.isfinite(cost.compute)
+    cost = problem.cost_model()
+    mask = problem.device_mask & np.isfinite(cost.compute)  # (G, D)
     empty = np.flatnonzero(~mask.any(axis=1))
     if len(empty):
         raise PlacementGymError(

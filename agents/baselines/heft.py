@@ -31,7 +31,6 @@ from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.common import (
     MemoryLedger,
     allowed_devices,
-    env_cost_model,
     evaluate_within_budget,
     predecessors,
     priority_topological_order,
@@ -103,7 +102,7 @@ class HEFT(PlacementMethod):
     name = "heft"
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        cost = env_cost_model(env)
-        placement, makespan = heft_placement(cost, allowed_devices(env))
+        cost = tracker.problem.cost_model()
+        placement, makespan = heft_placement(cost, allowed_devices(tracker.problem))
         evaluate_within_budget(tracker, placement)
         return {"heft_makespan": makespan}

@@ -21,9 +21,9 @@ import numpy as np
 import pymetis
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.baselines.common import allowed_devices, env_cost_model, evaluate_within_budget
-from placement_gym.simulation.cost_model import CostModel
+from agents.baselines.common import allowed_devices, evaluate_within_budget
 from placement_gym.errors import PlacementGymError
+from placement_gym.simulation.cost_model import CostModel
 
 
 def metis_parts(cost: CostModel, nparts: int, seed: int = 0) -> np.ndarray:
@@ -81,8 +81,8 @@ class MetisPlacement(PlacementMethod):
         self.max_assignments = max_assignments
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        cost = env_cost_model(env)
-        allowed = allowed_devices(env)  # (G, D)
+        cost = tracker.problem.cost_model()
+        allowed = allowed_devices(tracker.problem)  # (G, D)
         d_count = cost.num_devices
         labels = metis_parts(cost, self.parts_per_device * d_count, seed)
         k = int(labels.max()) + 1

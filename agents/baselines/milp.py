@@ -57,11 +57,11 @@ import highspy
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.baselines.common import allowed_devices, env_cost_model, evaluate_within_budget
+from agents.baselines.common import allowed_devices, evaluate_within_budget
 from agents.baselines.heft import heft_placement
+from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
-from placement_gym.errors import PlacementGymError
 
 TIME_SCALE = 1e6  # seconds -> microseconds
 MEMORY_SCALE = 1.0 / 1024  # bytes -> KiB
@@ -376,8 +376,8 @@ class MILPPlacement(PlacementMethod):
         self.threads = threads
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        cost = env_cost_model(env)
-        allowed = allowed_devices(env)
+        cost = tracker.problem.cost_model()
+        allowed = allowed_devices(tracker.problem)
         g_count = cost.num_groups
         candidates = [heft_placement(cost, allowed)[0]]
         candidates += [

@@ -21,22 +21,26 @@ class RandomSearch(PlacementMethod):
 
     Args:
         budget: Evaluations when :meth:`place` gets ``budget=None``.
+        batch_size: Placements sampled and evaluated per batch (one backend call; parallel on Ray).
     """
 
     name = "random_search"
 
-    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
-        self.budget = budget
+    def __init__(self, budget: int = DEFAULT_BUDGET, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.budget, self.batch_size = budget, int(batch_size)
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         if tracker.budget is None:
             tracker.budget = self.budget
         rng = np.random.default_rng(seed)
-        mask = allowed_devices(env)  # (G, D)
+        mask = allowed_devices(tracker.problem)  # (G, D)
         counts = mask.sum(axis=1)  # (G,)
         choices = np.argsort(~mask, axis=1, kind="stable")  # (G, D): allowed devices first, in index order
         rows = np.arange(mask.shape[0])
         while not tracker.exhausted:
-            pick = (rng.random(mask.shape[0]) * counts).astype(np.int64)  # (G,) uniform in [0, count)
-            tracker.evaluate(choices[rows, pick])
+            k = min(self.batch_size, tracker.remaining)
+            pick = (rng.random((k, mask.shape[0])) * counts).astype(np.int64)  # (k, G) uniform in [0, count)
+            tracker.evaluate_batch(choices[rows, pick])
         return {"budget": tracker.budget}

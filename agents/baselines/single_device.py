@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.baselines.common import evaluate_within_budget
 from placement_gym.errors import PlacementError, UnknownNameError
+from placement_gym.problem import PlacementProblem
 
 
 class SingleDevice(PlacementMethod):
@@ -27,8 +27,8 @@ class SingleDevice(PlacementMethod):
     def __init__(self, device: str | int | None = None) -> None:
         self.device = device
 
-    def _device_index(self, env: gym.Env) -> int:
-        platform = env.unwrapped.platform
+    def _device_index(self, problem: PlacementProblem) -> int:
+        platform = problem.platform
         names = [dev.name for dev in platform.devices]
         if isinstance(self.device, str):
             if self.device not in names:
@@ -40,13 +40,12 @@ class SingleDevice(PlacementMethod):
         return index
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        base = env.unwrapped
-        g = base.num_groups
-        devices = range(base.num_devices) if self.device is None else [self._device_index(env)]
-        latencies = {}
-        for d in devices:
-            latency = evaluate_within_budget(tracker, np.full(g, d, dtype=np.int64))
-            if latency is None:
-                break
-            latencies[base.platform.devices[d].name] = latency
-        return {"device_latencies": latencies}
+        problem = tracker.problem
+        devices = np.arange(problem.num_devices) if self.device is None else [self._device_index(problem)]
+        singles = np.repeat(np.asarray(devices, dtype=np.int64)[:, None], problem.num_groups, axis=1)  # (k, G)
+        evaluations = tracker.evaluate_batch(singles)
+        return {
+            "device_latencies": {
+                problem.platform.devices[int(d)].name: e.latency for d, e in zip(devices, evaluations)
+            }
+        }

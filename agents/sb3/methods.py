@@ -1,10 +1,10 @@
 """Stable-Baselines3 learners as placement methods: PPO, A2C and MaskablePPO with GNN policies, and PPO
 with SB3's MLP ``MultiInputPolicy`` as the ablation baseline.
 
-A method trains its model on the env it is given, for the evaluation budget: every placement the env
-evaluates during training (an ``info`` with ``latency``) is recorded by a callback, which stops
-training before the budget is spent; one evaluation is kept for the trained policy's deterministic
-placement at the end. The trained model is kept (``method.model``, ``result.extra["model"]``) and can be
+A method trains its model on the env it is given, for the evaluation budget: every placement evaluated
+during training counts (in-process through the problem's counting, from the ``info`` of worker processes
+with ``n_envs > 1``), and a callback stops training before the budget is spent; one evaluation is kept
+for the trained policy's deterministic placement at the end. The trained model is kept (``method.model``, ``result.extra["model"]``) and can be
 saved, loaded and applied to other graphs padded to the same spaces (:meth:`SB3Method.predict_placement`).
 
 Example::
@@ -17,7 +17,8 @@ Example::
 
 from __future__ import annotations
 
-import copy
+import functools
+import pickle
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,7 +30,7 @@ from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
@@ -40,25 +41,33 @@ DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
 
 
 class BudgetCallback(BaseCallback):
-    """Records every evaluated placement of a training run into a :class:`BudgetTracker`.
+    """Stops training as soon as one more vectorised step could exceed ``limit`` evaluations.
 
-    Training stops as soon as one more vectorised step could exceed ``limit`` evaluations.
+    Evaluations made in this process are counted by the problem the tracker watches; with ``remote=True``
+    (the envs live in ``SubprocVecEnv`` workers) the callback records each step's evaluations from the infos.
 
     Args:
         tracker: The method's tracker.
         limit: Evaluations training may spend (``None``: no limit).
         n_envs: Envs stepped together (evaluations one step can cost).
+        remote: Record evaluations from the infos (they happened in other processes).
     """
 
-    def __init__(self, tracker: BudgetTracker, limit: int | None, n_envs: int) -> None:
+    def __init__(self, tracker: BudgetTracker, limit: int | None, n_envs: int, remote: bool = False) -> None:
         super().__init__()
-        self.tracker, self.limit, self.n_envs = tracker, limit, n_envs
+        self.tracker, self.limit, self.n_envs, self.remote = tracker, limit, n_envs, remote
 
     def _on_step(self) -> bool:
-        for info in self.locals["infos"]:
-            if "latency" in info:
-                self.tracker.record(info["placement"], info["latency"], info["feasible"])
+        if self.remote:
+            for info in self.locals["infos"]:
+                if "latency" in info:
+                    self.tracker.record(info["placement"], info["latency"], info["feasible"])
         return self.limit is None or self.tracker.used + self.n_envs <= self.limit
+
+
+def _unpickled_env(blob: bytes) -> gym.Env:
+    """A worker process's copy of a pickled env (for ``SubprocVecEnv``)."""
+    return Monitor(pickle.loads(blob))
 
 
 class SB3Method(PlacementMethod):
@@ -66,8 +75,9 @@ class SB3Method(PlacementMethod):
 
     Args:
         budget: Evaluations when :meth:`place` gets ``budget=None``.
-        n_envs: Copies of the env stepped together (``DummyVecEnv``; the simulator is far faster than
-            the network, so processes would not help).
+        n_envs: Envs stepped together. 1: the env itself (``DummyVecEnv``). More: copies of the env in a
+            ``SubprocVecEnv``, one process each, stepped in parallel (for measured backends; the env must be
+            built from names so that it pickles).
         device: Torch device.
         verbose: SB3 verbosity.
         policy_kwargs: Extra policy arguments (merged over the method's own).
@@ -101,10 +111,19 @@ class SB3Method(PlacementMethod):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ training
-    def make_model(self, env: gym.Env, seed: int) -> BaseAlgorithm:
-        """A fresh SB3 model on ``n_envs`` copies of ``env`` (the first is ``env`` itself)."""
-        envs = [env] + [copy.deepcopy(env) for _ in range(self.n_envs - 1)]
-        vec_env = DummyVecEnv([lambda e=e: Monitor(e) for e in envs])
+    def make_vec_env(self, env: gym.Env) -> VecEnv:
+        """``env`` itself (one env) or ``n_envs`` copies of it in worker processes."""
+        if self.n_envs == 1:
+            return DummyVecEnv([lambda: Monitor(env)])
+        try:
+            blob = pickle.dumps(env)
+        except TypeError as exc:
+            raise PlacementGymError(f"n_envs={self.n_envs} runs env copies in processes, but {exc}") from exc
+        return SubprocVecEnv([functools.partial(_unpickled_env, blob) for _ in range(self.n_envs)])
+
+    def make_model(self, env: gym.Env | VecEnv, seed: int) -> BaseAlgorithm:
+        """A fresh SB3 model on ``env`` (a vector env, or an env made into one by :meth:`make_vec_env`)."""
+        vec_env = env if isinstance(env, VecEnv) else self.make_vec_env(env)
         policy, policy_kwargs = self.policy()
         return self.algo_class(
             policy,
@@ -124,17 +143,23 @@ class SB3Method(PlacementMethod):
                 f"budget={tracker.budget} is too small: training needs n_envs={self.n_envs} evaluations "
                 "per step plus one for the final placement"
             )
-        model = self.make_model(env, seed)
+        vec_env = self.make_vec_env(env)
+        model = self.make_model(vec_env, seed)
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
         start = time.perf_counter()
-        model.learn(
-            total_timesteps=tracker.budget * steps_per_eval,
-            callback=BudgetCallback(tracker, tracker.budget - 1, self.n_envs),
-        )
+        try:
+            model.learn(
+                total_timesteps=tracker.budget * steps_per_eval,
+                callback=BudgetCallback(
+                    tracker, tracker.budget - 1, self.n_envs, remote=isinstance(vec_env, SubprocVecEnv)
+                ),
+            )
+        finally:
+            if isinstance(vec_env, SubprocVecEnv):
+                vec_env.close()
         train_time = time.perf_counter() - start
         self.model = model
-        info = self._deterministic_episode(env, model, seed)
-        tracker.record(info["placement"], info["latency"], info["feasible"])
+        info = self._deterministic_episode(env, model, seed)  # counted by the problem
         rewards = [ep["r"] for ep in model.ep_info_buffer]
         return {
             "model": model,

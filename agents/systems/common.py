@@ -1,7 +1,7 @@
 """Building blocks shared by the reimplemented learning systems (HSDAG, RL placement, grouper-placer, Placeto).
 
-* :func:`graph_tensors` / :func:`op_tensors`: an env's group graph (or its op graph) as torch tensors, with
-  the env's own scale-free static features (:mod:`placement_gym.envs.features`).
+* :func:`graph_tensors` / :func:`op_tensors`: a problem's group graph (or its op graph) as torch tensors,
+  with the observation's scale-free static features (:mod:`placement_gym.features`).
 * :func:`seeded_module` and :func:`make_generator`: all randomness of a method comes from its ``seed``;
   nothing touches torch's global generator.
 * :func:`sample_categorical`: masked categorical sampling with log-probabilities and entropies.
@@ -15,17 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
 from agents.base import BudgetTracker
 from placement_gym.coarsening import coarsen_ops
-from placement_gym.envs.features import static_features
-from placement_gym.errors import PlacementError
+from placement_gym.features import static_features
+from placement_gym.problem import PlacementProblem
 
 #: HSDAG's published training budget: 25 episodes x 20 placements.
 DEFAULT_BUDGET = 500
@@ -56,43 +54,27 @@ class GraphTensors:
         return int(self.device_mask.shape[1])
 
 
-def _unwrapped(env: gym.Env) -> Any:
-    inner = env.unwrapped
-    if not hasattr(inner, "coarse") or not hasattr(inner, "evaluate"):
-        raise PlacementError(
-            f"{type(inner).__name__} is not a DevicePlacementEnv; the learning systems need env.coarse "
-            "and env.evaluate"
-        )
-    return inner
-
-
-def graph_tensors(env: gym.Env) -> GraphTensors:
-    """The env's group (quotient) graph: ``G`` nodes with the observation's static features."""
-    inner = _unwrapped(env)
-    g, m = inner.num_groups, inner.coarse.graph.num_edges
-    s = static_features(inner.coarse, g, m)
-    # One-shot masks forbid devices a group cannot fit on; sequential masks only cover the current group,
-    # so there every device is allowed and the backend reports infeasible placements.
-    mask = inner.action_masks() if inner.mode == "oneshot" else np.ones(g * inner.num_devices, bool)
+def graph_tensors(problem: PlacementProblem) -> GraphTensors:
+    """The problem's group (quotient) graph: ``G`` nodes with the observation's static features."""
+    f = problem.features
     return GraphTensors(
-        x=torch.as_tensor(np.array(s.node_features)),
-        edge_index=torch.as_tensor(np.array(s.edge_index)),
-        edge_attr=torch.as_tensor(np.array(s.edge_features)),
-        device_mask=torch.as_tensor(mask.reshape(-1, inner.num_devices)[:g].copy()),
+        x=torch.as_tensor(np.array(f.node_features)),
+        edge_index=torch.as_tensor(np.array(f.edge_index)),
+        edge_attr=torch.as_tensor(np.array(f.edge_features)),
+        device_mask=torch.as_tensor(np.array(problem.device_mask)),
     )
 
 
-def op_tensors(env: gym.Env) -> GraphTensors:
-    """The env's op graph (``env.coarse.ops``, ``n`` ops) with the same feature definitions as groups."""
-    inner = _unwrapped(env)
-    ops = coarsen_ops(inner.coarse.ops)
+def op_tensors(problem: PlacementProblem) -> GraphTensors:
+    """The problem's op graph (``problem.coarse.ops``, ``n`` ops) with the group features' definitions."""
+    ops = coarsen_ops(problem.coarse.ops)
     n, m = ops.num_groups, ops.graph.num_edges
     s = static_features(ops, n, m)
     return GraphTensors(
         x=torch.as_tensor(np.array(s.node_features)),
         edge_index=torch.as_tensor(np.array(s.edge_index)),
         edge_attr=torch.as_tensor(np.array(s.edge_features)),
-        device_mask=torch.ones(n, inner.num_devices, dtype=torch.bool),
+        device_mask=torch.ones(n, problem.num_devices, dtype=torch.bool),
     )
 
 
@@ -259,10 +241,10 @@ def reinforce(
     while tracker.used < budget:
         k = min(samples_per_update, budget - tracker.used)
         batch = sample(k)
-        rewards = np.empty(k)
-        for i, placement in enumerate(batch.placements):
-            latency, env_reward = tracker.evaluate(placement)
-            rewards[i] = env_reward if reward is None else reward(latency, env_reward)
+        evaluations = tracker.evaluate_batch(batch.placements)  # one call: parallel on pooled backends
+        rewards = np.array(
+            [e.reward if reward is None else reward(e.latency, e.reward) for e in evaluations], dtype=np.float64
+        )
         optimizer.zero_grad()
         loss = 0.0
         if k > 1:  # a single sample carries no learning signal against its own batch

@@ -160,8 +160,8 @@ class GrouperPlacer(PlacementMethod):
             return self._train(env, tracker, seed)
 
     def _train(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        inner = env.unwrapped
-        ops = op_tensors(env)
+        inner = tracker.problem
+        ops = op_tensors(tracker.problem)
         g, d, n = inner.num_groups, inner.num_devices, ops.num_nodes
         n_groups = min(self.num_groups or default_num_groups(n, d), n)
         policy = seeded_module(lambda: GrouperPlacerPolicy(ops.x.shape[1], n_groups, d, self.hidden), seed)

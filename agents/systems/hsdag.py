@@ -169,7 +169,7 @@ class HSDAG(PlacementMethod):
             return self._train(env, tracker, seed)
 
     def _train(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        graph = graph_tensors(env)
+        graph = graph_tensors(tracker.problem)
         policy = seeded_module(
             lambda: HSDAGPolicy(graph.x.shape[1], graph.num_devices, self.hidden, self.keep_bias), seed
         )

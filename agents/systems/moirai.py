@@ -42,7 +42,7 @@ class Moirai(MILPPlacement):
     name = "moirai"
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        level = env.unwrapped.coarse.level
+        level = tracker.problem.coarse.level
         extra = super()._place(env, tracker, seed)
         extra["coarsening"] = level
         if level != "fused":

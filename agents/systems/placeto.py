@@ -200,7 +200,7 @@ class Placeto(PlacementMethod):
             return self._run(env, tracker, seed)
 
     def _run(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        graph = graph_tensors(env)
+        graph = graph_tensors(tracker.problem)
         if self.policy is None:
             policy = seeded_module(
                 lambda: PlacetoPolicy(graph.x.shape[1], graph.num_devices, self.hidden, self.rounds), seed
@@ -217,8 +217,8 @@ class Placeto(PlacementMethod):
         if not self.train:
             tracker.evaluate(rollout(policy, graph, 1, gen, greedy=True)[0])
             remaining = (tracker.budget or 1) - tracker.used
-            for placement in rollout(policy, graph, remaining, gen) if remaining > 0 else []:
-                tracker.evaluate(placement)
+            if remaining > 0:
+                tracker.evaluate_batch(rollout(policy, graph, remaining, gen))
             return {"curve": [], "policy": policy}
         curve = reinforce(
             tracker,

@@ -47,8 +47,8 @@ from agents.systems.common import (
     seeded_module,
     torch_threads,
 )
-from placement_gym.envs.features import NODE_FEATURES
 from placement_gym.errors import UnknownNameError
+from placement_gym.features import NODE_FEATURES
 
 #: Columns of the env's node features that the paper's embedding uses: output size, degrees, op-type mix.
 _OP_COLUMNS = [
@@ -183,12 +183,12 @@ class RLPlacement(PlacementMethod):
             return self._train(env, tracker, seed)
 
     def _train(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        graph = graph_tensors(env)
+        graph = graph_tensors(tracker.problem)
         g, d = graph.num_nodes, graph.num_devices
         policy = seeded_module(lambda: RLPolicy(g, d, self.hidden), seed)
         gen = make_generator(seed)
         adjacency = _adjacency_rows(graph.edge_index, g)
-        single = env.unwrapped.baseline.latency
+        single = tracker.problem.baseline.latency
 
         def sample(k: int) -> SampleBatch:
             items = policy.embed(graph.x, adjacency).unsqueeze(0).expand(k, -1, -1)

@@ -8,14 +8,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
-from placement_gym.benchmarks import Benchmark, load_benchmark
-from placement_gym.coarsening import CoarseGraph
-from placement_gym.envs.features import NUM_NODE_FEATURES, static_features
+from placement_gym.backends import LatencyBackend, LatencyResult
+from placement_gym.benchmarks import Benchmark
 from placement_gym.envs.render import figure_to_rgb, placement_figure, placement_table
-from placement_gym.envs.rewards import get_reward
 from placement_gym.errors import PlacementError, UnknownNameError
-from placement_gym.platforms import Platform, load_platform
+from placement_gym.features import NUM_NODE_FEATURES, pad_features
+from placement_gym.platforms import Platform
+from placement_gym.problem import Evaluation, PlacementProblem
 
 MODES = ("oneshot", "sequential")
 INITIAL_PLACEMENTS = ("host", "random", "best_single")
@@ -134,23 +133,8 @@ class DevicePlacementEnv(gym.Env):
         max_edges: int | None = None,
         backend_kwargs: dict[str, Any] | None = None,
         render_mode: str | None = None,
+        problem: PlacementProblem | None = None,
     ) -> None:
-        self._init_kwargs = dict(
-            model=model,
-            platform=platform,
-            backend=backend,
-            coarsening=coarsening,
-            k=k,
-            mode=mode,
-            reward=reward,
-            infeasible_reward=infeasible_reward,
-            sequential_reward=sequential_reward,
-            initial_placement=initial_placement,
-            max_nodes=max_nodes,
-            max_edges=max_edges,
-            backend_kwargs=backend_kwargs,
-            render_mode=render_mode,
-        )
         for name, value, valid in (
             ("mode", mode, MODES),
             ("initial placement", initial_placement, INITIAL_PLACEMENTS),
@@ -159,30 +143,37 @@ class DevicePlacementEnv(gym.Env):
         ):
             if value not in valid:
                 raise UnknownNameError(name, str(value), [str(v) for v in valid])
-        self.reward_fn = get_reward(reward, infeasible_reward)
-        if isinstance(backend, LatencyBackend):
-            self.backend = backend
-            self.benchmark, self.coarse, self.platform = backend.benchmark, backend.graph, backend.platform
-        else:
-            self.benchmark = model if isinstance(model, Benchmark) else load_benchmark(model)
-            self.platform = platform if isinstance(platform, Platform) else load_platform(platform)
-            self.coarse: CoarseGraph = self.benchmark.coarsen(coarsening, k=k)
-            self.backend = make_backend(
-                backend, self.benchmark, self.coarse, self.platform, **(backend_kwargs or {})
+        if problem is None and isinstance(backend, LatencyBackend):
+            problem = PlacementProblem(
+                backend.benchmark, backend.graph, backend.platform, backend, reward, infeasible_reward
             )
+        elif problem is None:
+            problem = PlacementProblem.make(
+                model,
+                platform,
+                backend,
+                coarsening=coarsening,
+                k=k,
+                reward=reward,
+                infeasible_reward=infeasible_reward,
+                backend_kwargs=backend_kwargs,
+            )
+        #: The placement problem this env adapts (the one documented accessor; see :func:`problem_of`).
+        self.problem: PlacementProblem = problem
         self.mode, self.sequential_reward, self.initial_placement = mode, sequential_reward, initial_placement
         self.render_mode = render_mode
-        self.num_groups = g = self.coarse.num_groups
-        self.num_devices = d = self.platform.num_devices
+        self.num_groups = g = problem.num_groups
+        self.num_devices = d = problem.num_devices
+        edges = problem.coarse.graph.num_edges
         n = max_nodes if max_nodes is not None else g
-        e = max_edges if max_edges is not None else self.coarse.graph.num_edges
-        if n < g or e < self.coarse.graph.num_edges:
+        e = max_edges if max_edges is not None else edges
+        if n < g or e < edges:
             raise ValueError(
                 f"max_nodes={max_nodes} / max_edges={max_edges} are smaller than the graph "
-                f"({g} groups, {self.coarse.graph.num_edges} edges)"
+                f"({g} groups, {edges} edges)"
             )
         self.max_nodes, self.max_edges = n, e
-        self._static = static_features(self.coarse, n, e)
+        self._static = pad_features(problem.features, n, e)
         self.observation_space = spaces.Dict(
             {
                 "node_features": spaces.Box(0.0, _BIG, (n, NUM_NODE_FEATURES), np.float32),
@@ -195,89 +186,34 @@ class DevicePlacementEnv(gym.Env):
             }
         )
         self.action_space = spaces.MultiDiscrete([d] * n) if mode == "oneshot" else spaces.Discrete(d)
-        self._device_mask = self._compute_device_mask()
-        self._baseline: LatencyResult | None = None
-        self._baseline_device = self.platform.host
+        self._init_kwargs = dict(
+            mode=mode,
+            sequential_reward=sequential_reward,
+            initial_placement=initial_placement,
+            max_nodes=max_nodes,
+            max_edges=max_edges,
+            render_mode=render_mode,
+        )
         self.placement = np.full(g, -1, dtype=np.int64)
         self._cursor = 0
+        self._done = True  # step() needs a reset() first, and again after the episode ends
         self._last: LatencyResult | None = None
         self._last_reward_value = 0.0
-        self.best_latency = float("inf")
-        self.best_placement: np.ndarray | None = None
-        self.evaluations = 0
-        self.cache_hits = 0
-        self._cost_model = None
 
-    # ------------------------------------------------------------------ baseline and evaluation
-    @property
-    def baseline(self) -> LatencyResult:
-        """The best single-device placement's result (evaluated once, lazily)."""
-        if self._baseline is None:
-            best = None
-            for dev in range(self.num_devices):
-                res = self.backend.evaluate(np.full(self.num_groups, dev, dtype=np.int64))
-                if res.feasible and (best is None or res.latency < best.latency):
-                    best, self._baseline_device = res, dev
-            if best is None:
-                raise PlacementError(
-                    f"no single device of platform {self.platform.name!r} can run the whole model; "
-                    "the speedup reward needs a feasible single-device baseline (use reward='neg_latency_ms')"
-                )
-            self._baseline = best
-        return self._baseline
-
-    def evaluate(self, placement: np.ndarray) -> tuple[LatencyResult, float]:
-        """Evaluate a ``(G,)`` placement: the backend's result and the reward it earns."""
-        res = self.backend.evaluate(placement)
-        self.evaluations += 1
-        self.cache_hits += int(res.cached)
-        if res.feasible and res.latency < self.best_latency:
-            self.best_latency, self.best_placement = res.latency, np.array(placement, dtype=np.int64)
-        baseline = self.baseline.latency if self.reward_fn.name != "neg_latency_ms" else float("nan")
-        return res, float(self.reward_fn(res.latency, baseline, res.feasible))
-
-    # ------------------------------------------------------------------ spaces helpers
-    def _compute_device_mask(self) -> np.ndarray:
-        """``(G, D)`` bool: device can hold the group's weights and outputs; rows never all False."""
-        q = self.coarse.graph
-        need = q.nodes["param_bytes"] + q.nodes["out_bytes"]
-        cap = np.array([dev.memory_bytes for dev in self.platform.devices], dtype=np.float64)
-        mask = need[:, None] <= cap[None, :]
-        mask[~mask.any(axis=1)] = True  # fits nowhere: every device allowed, the backend reports infeasible
-        return mask
-
+    # ------------------------------------------------------------------ masks and observations
     def action_masks(self) -> np.ndarray:
         """Valid actions for sb3-contrib MaskablePPO: flat bool of length ``sum(nvec)``.
 
         One-shot: ``N * D`` entries, group-major (padding groups allow every device). Sequential: ``D``
-        entries for the current group.
+        entries for the current group. A device is masked when the group's weights and outputs do not fit
+        in its memory (:attr:`PlacementProblem.device_mask`).
         """
+        mask = self.problem.device_mask
         if self.mode == "sequential":
-            return self._device_mask[min(self._cursor, self.num_groups - 1)].copy()
+            return mask[min(self._cursor, self.num_groups - 1)].copy()
         full = np.ones((self.max_nodes, self.num_devices), dtype=bool)
-        full[: self.num_groups] = self._device_mask
+        full[: self.num_groups] = mask
         return full.reshape(-1)
-
-    def _validate_action(self, action: Any) -> np.ndarray:
-        arr = np.asarray(action)
-        if self.mode == "sequential":
-            if arr.size != 1 or arr.ndim > 1:
-                raise PlacementError(
-                    f"sequential mode takes one device index per step, got shape {arr.shape}"
-                )
-            arr = arr.reshape(())
-        elif arr.shape != (self.max_nodes,):
-            raise PlacementError(
-                f"action must have shape ({self.max_nodes},) (one device per group), got {arr.shape}"
-            )
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise PlacementError(f"action must hold integer device indices, got dtype {arr.dtype}")
-        if np.any(arr < 0) or np.any(arr >= self.num_devices):
-            raise PlacementError(
-                f"device index out of range [0, {self.num_devices}) in action "
-                f"(devices: {', '.join(d.name for d in self.platform.devices)})"
-            )
-        return arr.astype(np.int64)
 
     def _observation(self) -> dict[str, np.ndarray]:
         placed = np.zeros((self.max_nodes, self.num_devices), dtype=np.float32)  # (N, D)
@@ -297,10 +233,12 @@ class DevicePlacementEnv(gym.Env):
             "current_node": current,
         }
 
-    def _info(self, res: LatencyResult | None) -> dict[str, Any]:
-        if res is None:
+    def _info(self, evaluation: Evaluation | None) -> dict[str, Any]:
+        if evaluation is None:
             return {}
-        base = self.baseline.latency
+        res = evaluation.result
+        problem = self.problem
+        base = problem.baseline.latency if problem.has_baseline else float("nan")
         info: dict[str, Any] = dict(
             latency=res.latency,
             baseline_latency=base,
@@ -311,107 +249,88 @@ class DevicePlacementEnv(gym.Env):
             samples=res.samples,
             placement=self.placement.copy(),
         )
-        if not self.backend.deterministic:
+        if not problem.deterministic:
             # A deterministic backend's info must depend on (seed, actions) only (Gymnasium's determinism
-            # check); whether its answer came from a cache does not change it. See stats() for counts.
+            # check); whether its answer came from a cache does not change it. See problem.stats().
             info["cached"] = res.cached
         return info
-
-    def cost_model(self):
-        """The :class:`~placement_gym.simulation.cost_model.CostModel` of this env's graph and platform.
-
-        The documented accessor for classical baselines (HEFT, m-SCT, the MILP...). For the simulated
-        backend it is exactly the model the rewards come from; for the measured backend it is the
-        calibrated simulator's model of the same platform (profiled per-op times on local devices).
-        """
-        if getattr(self.backend, "cost_model", None) is not None:
-            return self.backend.cost_model
-        if self._cost_model is None:
-            from placement_gym.simulation.cost_model import CostModel
-
-            self._cost_model = CostModel.from_benchmark(self.benchmark, self.coarse, self.platform)
-        return self._cost_model
-
-    def stats(self) -> dict[str, Any]:
-        """Evaluations and cache hits since construction, and the best placement found."""
-        return {
-            "evaluations": self.evaluations,
-            "cache_hits": self.cache_hits,
-            "best_latency": self.best_latency,
-            "best_placement": None if self.best_placement is None else self.best_placement.copy(),
-        }
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._cursor = 0
+        self._done = False
         self._last = None
+        g = self.num_groups
         if self.mode == "sequential":
-            self.placement = np.full(self.num_groups, -1, dtype=np.int64)
+            self.placement = np.full(g, -1, dtype=np.int64)
         elif self.initial_placement == "random":
-            self.placement = self.np_random.integers(0, self.num_devices, self.num_groups).astype(np.int64)
+            self.placement = self.np_random.integers(0, self.num_devices, g).astype(np.int64)
         elif self.initial_placement == "best_single":
-            _ = self.baseline
-            self.placement = np.full(self.num_groups, self._baseline_device, dtype=np.int64)
+            self.placement = np.full(g, self.problem.baseline_device, dtype=np.int64)
         else:
-            self.placement = np.full(self.num_groups, self.platform.host, dtype=np.int64)
+            self.placement = np.full(g, self.problem.host, dtype=np.int64)
         if self.mode == "sequential" and self.sequential_reward == "incremental":
-            _, self._last_reward_value = self.evaluate(self._partial_placement())
+            self._last_reward_value = self.problem.evaluate(self._partial_placement()).reward
         return self._observation(), self._info(None)
 
     def _partial_placement(self) -> np.ndarray:
         p = self.placement.copy()
-        p[p < 0] = self.platform.host
+        p[p < 0] = self.problem.host
         return p
 
     def step(self, action: Any):
-        act = self._validate_action(action)
+        if self._done:
+            raise PlacementError("the episode is over (or was never started): call reset() before step()")
         if self.mode == "oneshot":
+            act = self.problem.validate(action, length=self.max_nodes)
             self.placement = act[: self.num_groups].copy()
-            res, reward = self.evaluate(self.placement)
-            self._last = res
-            return self._observation(), reward, True, False, self._info(res)
-        if self._cursor >= self.num_groups:
-            raise PlacementError("all groups are placed: call reset() before step()")
-        self.placement[self._cursor] = int(act)
+            evaluation = self.problem.evaluate(self.placement)
+            self._last, self._done = evaluation.result, True
+            return self._observation(), evaluation.reward, True, False, self._info(evaluation)
+        arr = np.asarray(action)
+        if arr.size != 1 or arr.ndim > 1:
+            raise PlacementError(f"sequential mode takes one device index per step, got shape {arr.shape}")
+        self.placement[self._cursor] = int(self.problem.validate(arr.reshape(1), length=1)[0])
         self._cursor += 1
-        done = self._cursor == self.num_groups
-        reward, res = 0.0, None
-        if done or self.sequential_reward == "incremental":
-            res, value = self.evaluate(self._partial_placement())
-            self._last = res
+        self._done = self._cursor == self.num_groups
+        reward, evaluation = 0.0, None
+        if self._done or self.sequential_reward == "incremental":
+            evaluation = self.problem.evaluate(self._partial_placement())
+            self._last = evaluation.result
             if self.sequential_reward == "incremental":
-                reward, self._last_reward_value = value - self._last_reward_value, value
+                reward, self._last_reward_value = evaluation.reward - self._last_reward_value, evaluation.reward
             else:
-                reward = value
-        return self._observation(), float(reward), done, False, self._info(res)
+                reward = evaluation.reward
+        return self._observation(), float(reward), self._done, False, self._info(evaluation)
 
     def render(self):
         latency = self._last.latency if self._last is not None else None
+        problem = self.problem
         if self.render_mode == "ansi":
-            return placement_table(self.coarse, self.platform, self.placement, latency)
+            return placement_table(problem.coarse, problem.platform, self.placement, latency)
         if self.render_mode == "rgb_array":
-            title = f"{self.benchmark.name} on {self.platform.name}"
+            title = f"{problem.benchmark.name} on {problem.platform.name}"
             if latency is not None:
                 title += f": {latency * 1e3:.2f} ms" if np.isfinite(latency) else ": infeasible"
-            return figure_to_rgb(placement_figure(self.coarse, self.platform, self.placement, title))
+            return figure_to_rgb(placement_figure(problem.coarse, problem.platform, self.placement, title))
         return None
 
     def close(self) -> None:
-        self.backend.close()
+        self.problem.close()
 
     # ------------------------------------------------------------------ pickling (SubprocVecEnv, copies)
     def __getstate__(self) -> dict[str, Any]:
-        if not isinstance(self._init_kwargs["backend"], str):
-            raise TypeError("an env built around a backend instance cannot be pickled; pass the backend by name")
         return {
+            "problem": self.problem,  # raises a clear TypeError if the problem cannot be rebuilt elsewhere
             "kwargs": self._init_kwargs,
             "np_random": self._np_random,
             "placement": self.placement,
             "cursor": self._cursor,
+            "done": self._done,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state["kwargs"])
+        self.__init__(problem=state["problem"], **state["kwargs"])
         self._np_random = state["np_random"]
-        self.placement, self._cursor = state["placement"], state["cursor"]
+        self.placement, self._cursor, self._done = state["placement"], state["cursor"], state["done"]

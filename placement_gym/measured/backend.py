@@ -37,14 +37,14 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
-from placement_gym.measured.executor import ExecutionFailure, Executor, device_available, first_line
-from placement_gym.measured.hetero import HeteroExecutor
-from placement_gym.measured.dataflow import PartitionedExecutor
 from placement_gym.backends.result_cache import ResultCache
-from placement_gym.measured.timing import Timing, measure
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
+from placement_gym.measured.dataflow import PartitionedExecutor
+from placement_gym.measured.executor import ExecutionFailure, Executor, device_available, first_line
+from placement_gym.measured.hetero import HeteroExecutor
+from placement_gym.measured.timing import Timing, measure
 from placement_gym.platforms import Platform
 from placement_gym.zoo.loading import core, random_inputs
 

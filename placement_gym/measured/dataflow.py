@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import openvino as ov
 
+from placement_gym.graph import CompGraph
 from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
-from placement_gym.graph import CompGraph
 from placement_gym.platforms import Platform
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import openvino as ov
 
-from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
 from placement_gym.graph import CompGraph
+from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
 from placement_gym.platforms import Platform
 
 

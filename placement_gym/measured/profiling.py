@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.fusion import op_layer_index
 from placement_gym.errors import BackendError
+from placement_gym.fusion import op_layer_index
 from placement_gym.platforms import Device
 
 #: Version of this profiling procedure (bump when it changes how times are measured or split).

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from placement_gym.errors import CorruptModelError, ModelError
 from placement_gym.cache import cached_entry
+from placement_gym.errors import CorruptModelError, ModelError
 from placement_gym.zoo.models import MODELS, get_spec
 
 

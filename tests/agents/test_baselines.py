@@ -10,12 +10,12 @@ import pytest
 from agents import make_method
 from agents.baselines.baechi import balanced_shares, favourite_children
 from agents.baselines.milp import TIME_SCALE, MILPPlacement, build_milp
-from placement_gym.simulation.cost_model import CostModel
-from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.errors import UnknownNameError
 from placement_gym.platforms import load_platform
+from placement_gym.simulation.backend import SimulatedBackend
+from placement_gym.simulation.cost_model import CostModel
 
 BASELINES = ["single_device", "random_search", "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai"]
 FAST_KWARGS = {"milp": {"time_limit": 10}, "moirai": {"time_limit": 10}}
@@ -93,7 +93,7 @@ def random_problem(
 def brute_force(env: DevicePlacementEnv) -> float:
     """Lowest simulated latency over all ``D ** G`` placements."""
     grid = np.array(list(itertools.product(range(env.num_devices), repeat=env.num_groups)), dtype=np.int64)
-    results = env.backend.evaluate_batch(grid)
+    results = env.problem.backend.evaluate_batch(grid)
     return min(r.latency if r.feasible else np.inf for r in results)
 
 
@@ -107,7 +107,7 @@ def test_baseline_returns_valid_placement(name: str, tiny_envs: list[DevicePlace
         assert result.placement.min() >= 0 and result.placement.max() < env.num_devices
         assert np.isfinite(result.latency)
         assert 1 <= result.evaluations <= 40
-        assert env.backend.evaluate(result.placement).latency == pytest.approx(result.latency)
+        assert env.problem.evaluate(result.placement).latency == pytest.approx(result.latency)
 
 
 @pytest.mark.parametrize("name", BASELINES)
@@ -130,7 +130,7 @@ def test_single_device_by_name_and_errors() -> None:
     result = make_method("single_device", device="gpu").place(env)
     assert (result.placement == 1).all() and result.evaluations == 1
     best = make_method("single_device").place(env)
-    assert best.latency == pytest.approx(env.baseline.latency)
+    assert best.latency == pytest.approx(env.problem.baseline.latency)
     with pytest.raises(UnknownNameError, match="gpu"):
         make_method("single_device", device="gpuu").place(env)
 
@@ -167,7 +167,7 @@ def test_milp_matches_brute_force(
 def test_milp_prices_every_placement(seed: int) -> None:
     """With the assignment fixed, the MILP's optimum is the simulated latency (or infeasible if it is)."""
     env = random_problem(111, 6, "multi-accel", 10e-6, [1e12, 16e3, 9e3, 20e3], slowdown=[2.0, 1.5, 1.5, 0.6])
-    cost = env.cost_model()
+    cost = env.problem.cost_model()
     model = build_milp(cost, np.ones((env.num_groups, env.num_devices), dtype=bool))
     rng = np.random.default_rng(seed)
     for _ in range(12):
@@ -178,7 +178,7 @@ def test_milp_prices_every_placement(seed: int) -> None:
         fixed = np.array([1.0 if c in chosen else 0.0 for c in cols])
         h.changeColsBounds(len(cols), cols, fixed, fixed)
         h.run()
-        simulated = env.backend.evaluate(placement)
+        simulated = env.problem.evaluate(placement)
         if simulated.feasible:
             assert h.getInfo().objective_function_value / TIME_SCALE == pytest.approx(
                 simulated.latency, rel=1e-7
@@ -190,7 +190,7 @@ def test_milp_prices_every_placement(seed: int) -> None:
 def test_milp_beats_single_devices_when_mixing_pays() -> None:
     env = random_problem(3, 6, "multi-accel")
     result = MILPPlacement(time_limit=30).place(env)
-    singles = [env.backend.evaluate(np.full(env.num_groups, d)).latency for d in range(env.num_devices)]
+    singles = [env.problem.evaluate(np.full(env.num_groups, d)).latency for d in range(env.num_devices)]
     assert result.latency < min(singles)
     assert len(set(result.placement.tolist())) > 1
 
@@ -198,7 +198,7 @@ def test_milp_beats_single_devices_when_mixing_pays() -> None:
 def test_moirai_reports_coarsening_level() -> None:
     env = DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "simulated", coarsening="k", k=6)
     result = make_method("moirai", time_limit=10).place(env)
-    assert result.extra["coarsening"] == env.coarse.level != "fused"
+    assert result.extra["coarsening"] == env.problem.coarse.level != "fused"
     assert "coarsening_note" in result.extra
     fused = make_method("moirai", time_limit=10).place(
         DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "simulated")
@@ -215,7 +215,7 @@ def test_memory_capacity_respected(name: str) -> None:
     result = make_method(name, **FAST_KWARGS.get(name, {})).place(env)
     assert np.isfinite(result.latency)
     assert (result.placement[list(big)] != 1).all()
-    assert env.backend.evaluate(result.placement).feasible
+    assert env.problem.evaluate(result.placement).feasible
 
 
 # ---------------------------------------------------------------------- helpers
@@ -226,7 +226,7 @@ def test_balanced_shares_water_fill() -> None:
 
 def test_favourite_children_are_a_matching() -> None:
     env = random_problem(1, 8, "cpu-dgpu")
-    cost = env.cost_model()
+    cost = env.problem.cost_model()
     fav = favourite_children(cost)
     chosen = fav[fav >= 0]
     assert len(set(chosen.tolist())) == len(chosen)

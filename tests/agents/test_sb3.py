@@ -58,7 +58,7 @@ def test_unpad_matches_batch_from_data_list():
     obs, envs = batch_of_observations()
     data = []
     for i, env in enumerate(envs):
-        g, m = env.num_groups, env.coarse.graph.num_edges
+        g, m = env.num_groups, env.problem.coarse.graph.num_edges
         x = torch.cat([obs["node_features"][i], obs["placement"][i], obs["current_node"][i, :, None]], -1)
         data.append(
             Data(
@@ -207,7 +207,7 @@ def test_toy_optimum_found_and_random_search_beaten():
     """tiny_cnn on the 4-device platform: 4**8 = 65,536 placements, brute-forced with the simulator."""
     env = make_env(platform="multi-accel")
     grid = np.array(list(itertools.product(range(env.num_devices), repeat=env.num_groups)), dtype=np.int64)
-    latencies = np.array([r.latency for r in env.backend.evaluate_batch(grid)])
+    latencies = np.array([r.latency for r in env.problem.backend.evaluate_batch(grid)])
     optimum = latencies.min()
     assert np.sort(latencies)[1] > 1.5 * optimum  # a unique, clearly best placement
     budget = 384

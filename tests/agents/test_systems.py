@@ -13,6 +13,7 @@ from agents.systems.grouper_placer import default_num_groups, vote
 from agents.systems.placeto import Placeto
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import PlacementError
+from placement_gym.problem import problem_of
 
 SYSTEMS = ("hsdag", "rl_placement", "grouper_placer", "placeto")
 
@@ -42,7 +43,7 @@ def test_runs_within_budget_and_reproducible(name, cnn_env, bert_multi_env):
         assert first.placement.min() >= 0 and first.placement.max() < d
         assert np.isfinite(first.latency)
         assert first.evaluations == budget and len(first.history) == budget
-        assert first.latency == pytest.approx(env.evaluate(first.placement)[0].latency)
+        assert first.latency == pytest.approx(env.problem.evaluate(first.placement).latency)
         np.testing.assert_array_equal(first.placement, second.placement)
         assert [p["mean_reward"] for p in first.extra["curve"]] == [
             p["mean_reward"] for p in second.extra["curve"]
@@ -55,7 +56,7 @@ def test_matches_best_single_device_with_moderate_budget(name, bert_env):
     # On tiny_bert / cpu-dgpu a random placement is ~6x slower than the best single device (the CPU);
     # learning must at least recover it.
     result = make_method(name).place(bert_env, budget=200, seed=0)
-    assert result.latency <= bert_env.baseline.latency * (1 + 1e-9)
+    assert result.latency <= bert_env.problem.baseline.latency * (1 + 1e-9)
     curve = result.extra["curve"]
     assert curve[-1]["mean_reward"] > curve[0]["mean_reward"]
 
@@ -88,14 +89,39 @@ def test_reinforce_never_exceeds_budget(cnn_env):
     from agents.systems.common import SampleBatch
 
     weight = torch.zeros(1, requires_grad=True)
-    tracker = BudgetTracker(cnn_env, 7)
+    problem = problem_of(cnn_env)
+    tracker, start = BudgetTracker(problem, 7), problem.evaluations
+    calls: list[int] = []
+    evaluate_batch = problem.backend.evaluate_batch
+    problem.backend.evaluate_batch = lambda batch: calls.append(len(batch)) or evaluate_batch(batch)
+    drawn = iter(range(10**6))
 
-    def sample(k: int) -> SampleBatch:
-        placements = np.zeros((k, cnn_env.num_groups), dtype=np.int64)
-        return SampleBatch(placements, weight.expand(k) * 0.0)
+    def sample(k: int) -> SampleBatch:  # distinct placements: the base-D digits of 0, 1, 2, ...
+        codes = np.array([next(drawn) for _ in range(k)])
+        digits = codes[:, None] // problem.num_devices ** np.arange(problem.num_groups) % problem.num_devices
+        return SampleBatch(digits.astype(np.int64), weight.expand(k) * 0.0)
 
     curve = reinforce(tracker, 7, sample, torch.optim.SGD([weight], lr=0.1), samples_per_update=3)
-    assert tracker.used == 7 and [p["evaluations"] for p in curve] == [3, 6, 7]
+    assert tracker.used == problem.evaluations - start == 7
+    assert [p["evaluations"] for p in curve] == [3, 6, 7]
+    assert calls == [3, 3, 1]  # one backend call per update
+
+
+def test_reinforce_pays_once_for_a_placement_repeated_in_a_batch(cnn_env):
+    from agents.systems.common import SampleBatch
+
+    weight = torch.zeros(1, requires_grad=True)
+    problem = problem_of(cnn_env)
+    tracker, start = BudgetTracker(problem, 4), problem.evaluations
+
+    def sample(k: int) -> SampleBatch:  # k copies of one placement, a new one per update
+        placement = np.full((k, problem.num_groups), len(tracker.history) % problem.num_devices)
+        placement[:, 0] = len(tracker.history) // problem.num_devices
+        return SampleBatch(placement, weight.expand(k) * 0.0)
+
+    curve = reinforce(tracker, 4, sample, torch.optim.SGD([weight], lr=0.1), samples_per_update=3)
+    assert [p["evaluations"] for p in curve] == [1, 2, 3, 4]
+    assert tracker.used == problem.evaluations - start == 4
 
 
 def test_moving_average_baseline():

@@ -40,7 +40,7 @@ def test_make_with_module_prefix_needs_no_import():
     code = (
         "import gymnasium as gym, sys; assert 'placement_gym' not in sys.modules; "
         "env = gym.make('placement_gym:DevicePlacement-bert-v0'); "
-        "print(env.unwrapped.num_groups, env.unwrapped.platform.name)"
+        "print(env.unwrapped.num_groups, env.unwrapped.problem.platform.name)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -82,9 +82,11 @@ def test_simulated_rewards_are_reproducible():
         env = gym.make("DevicePlacement-v0", **TINY_SIM, initial_placement="random")
         obs, _ = env.reset(seed=123)
         env.action_space.seed(7)
-        rewards.append(
-            [env.step(env.action_space.sample())[1] for _ in range(3)] + [obs["placement"].tolist()]
-        )
+        steps = []
+        for _ in range(3):
+            steps.append(env.step(env.action_space.sample())[1])
+            env.reset()
+        rewards.append(steps + [obs["placement"].tolist()])
         env.close()
     assert rewards[0] == rewards[1]
 
@@ -95,11 +97,12 @@ def test_step_info_and_reward(sim_env):
     g, d = env.num_groups, env.num_devices
     assert env.action_space.nvec.tolist() == [d] * g
     for dev in range(d):
+        sim_env.reset()
         _, reward, terminated, truncated, info = sim_env.step(np.full(g, dev))
         assert terminated and not truncated
         assert info["feasible"] and info["latency"] >= info["baseline_latency"] * (1 - 1e-9)
         assert np.isclose(reward, info["baseline_latency"] / info["latency"] - 1.0)
-    assert max(env.backend.evaluate(np.full(g, dev)).latency for dev in range(d)) >= info["baseline_latency"]
+    assert max(env.problem.evaluate(np.full(g, dev)).latency for dev in range(d)) >= info["baseline_latency"]
 
 
 def test_bad_actions_raise_clear_errors(sim_env):
@@ -154,9 +157,9 @@ def test_sequential_matches_oneshot():
 def test_incremental_sequential_rewards_sum_to_final_minus_initial():
     env = DevicePlacementEnv(**TINY_SIM, mode="sequential", sequential_reward="incremental")
     env.reset(seed=0)
-    _, start = env.evaluate(np.full(env.num_groups, env.platform.host))
+    start = env.problem.evaluate(np.full(env.num_groups, env.problem.platform.host)).reward
     total = sum(env.step(int(g % env.num_devices))[1] for g in range(env.num_groups))
-    _, final = env.evaluate(np.arange(env.num_groups) % env.num_devices)
+    final = env.problem.evaluate(np.arange(env.num_groups) % env.num_devices).reward
     assert np.isclose(total, final - start)
 
 
@@ -165,7 +168,7 @@ def test_padding_and_masks():
     obs, _ = env.reset(seed=0)
     g = env.num_groups
     assert obs["node_features"].shape[0] == 40 and obs["node_mask"].sum() == g
-    assert obs["edge_mask"].sum() == env.coarse.graph.num_edges
+    assert obs["edge_mask"].sum() == env.problem.coarse.graph.num_edges
     assert env.observation_space.contains(obs)
     assert env.action_masks().shape == (40 * env.num_devices,)
     _, reward, _, _, info = env.step(np.zeros(40, dtype=np.int64))
@@ -241,7 +244,7 @@ def test_ppo_multi_input_trains_on_sim_bert():
 
 def test_env_around_a_backend_instance_refuses_to_pickle_clearly():
     env = DevicePlacementEnv(**TINY_SIM)
-    wrapped = DevicePlacementEnv(backend=env.backend)
+    wrapped = DevicePlacementEnv(backend=env.problem.backend)
     assert wrapped.num_groups == env.num_groups
-    with pytest.raises(TypeError, match="backend by name"):
+    with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(wrapped)

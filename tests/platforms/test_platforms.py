@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import PlacementGymError, UnknownNameError
 from placement_gym.platforms import Device, Link, load_platform, platform_from_dict, platform_names
+from placement_gym.simulation.cost_model import CostModel
 from tests.hardware import two_threads_run_in_parallel
 
 DATA_PLATFORMS = ["cpu-dgpu", "cpu-igpu", "multi-accel"]

@@ -25,6 +25,11 @@ class Reward:
     description: str
     infeasible: float
 
+    @property
+    def needs_baseline(self) -> bool:
+        """True if the reward compares the latency with the best single-device baseline's."""
+        return self.name != "neg_latency_ms"
+
     def __call__(self, latency: float, baseline: float, feasible: bool) -> float:
         if not feasible:
             return self.infeasible

@@ -118,3 +118,31 @@ def static_features(coarse: CoarseGraph, max_nodes: int, max_edges: int) -> Stat
     for arr in (node, node_mask, edge_index, edge_features, edge_mask):
         arr.flags.writeable = False
     return StaticFeatures(node, node_mask, edge_index, edge_features, edge_mask)
+
+
+def pad_features(features: StaticFeatures, max_nodes: int, max_edges: int) -> StaticFeatures:
+    """``features`` padded with zeros to ``max_nodes`` nodes and ``max_edges`` edges (no copy if no padding).
+
+    Raises:
+        ValueError: If ``features`` already has more nodes or edges.
+    """
+    g, m = features.node_mask.shape[0], features.edge_mask.shape[0]
+    if max_nodes < g or max_edges < m:
+        raise ValueError(f"cannot pad {g} nodes / {m} edges to {max_nodes} / {max_edges}")
+    if (max_nodes, max_edges) == (g, m):
+        return features
+
+    def pad(arr: np.ndarray, axis: int, size: int) -> np.ndarray:
+        widths = [(0, 0)] * arr.ndim
+        widths[axis] = (0, size - arr.shape[axis])
+        out = np.pad(arr, widths)
+        out.flags.writeable = False
+        return out
+
+    return StaticFeatures(
+        pad(features.node_features, 0, max_nodes),
+        pad(features.node_mask, 0, max_nodes),
+        pad(features.edge_index, 1, max_edges),
+        pad(features.edge_features, 0, max_edges),
+        pad(features.edge_mask, 0, max_edges),
+    )

@@ -1,0 +1,367 @@
+"""The placement problem: one coarse graph, one platform, one latency backend and one reward.
+
+:class:`PlacementProblem` is everything a placement method needs and nothing of Gymnasium: it validates
+placements (the only place that does), evaluates them one at a time or as a batch, turns latencies into
+rewards against the best single-device baseline, counts every evaluation (the baseline's included) and
+keeps the best placement seen. :class:`~placement_gym.envs.DevicePlacementEnv` is a thin Gymnasium adapter
+over one problem; methods reach the problem of an env through :func:`problem_of`.
+
+A placement is an int array of shape ``(G,)``: entry ``g`` is the index (into ``platform.devices``) of the
+device that runs group ``g``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
+from placement_gym.benchmarks import Benchmark, load_benchmark
+from placement_gym.coarsening import CoarseGraph
+from placement_gym.errors import PlacementError, PlacementGymError
+from placement_gym.features import StaticFeatures, static_features
+from placement_gym.platforms import Platform, load_platform
+from placement_gym.rewards import Reward, get_reward
+
+#: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
+Listener = Callable[[np.ndarray, "Evaluation"], None]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A placement's latency result and the reward it earns.
+
+    Attributes:
+        result: The backend's :class:`~placement_gym.backends.LatencyResult`.
+        reward: The problem's reward for it (finite, also for infeasible placements).
+    """
+
+    result: LatencyResult
+    reward: float
+
+    @property
+    def latency(self) -> float:
+        return self.result.latency
+
+    @property
+    def feasible(self) -> bool:
+        return self.result.feasible
+
+
+class PlacementProblem:
+    """Place the ``G`` groups of a coarse graph on the ``D`` devices of a platform; minimise latency.
+
+    Build one with :meth:`make` (names and paths) or from ready parts. Construct it from names whenever it
+    must be copied to other processes: such a problem pickles by rebuilding itself from its arguments.
+
+    Args:
+        benchmark: The model (op graph and fused layers).
+        coarse: The coarsening of ``benchmark.ops`` whose groups are placed.
+        platform: The devices.
+        backend: Evaluates placements of ``coarse`` on ``platform``.
+        reward: Reward name (see :mod:`placement_gym.rewards`) or a :class:`Reward`.
+        infeasible_reward: Reward of an infeasible placement (default: the reward's own value).
+
+    Attributes:
+        evaluations: Distinct placements evaluated through :meth:`evaluate`/:meth:`evaluate_batch`.
+        baseline_evaluations: Single-device placements evaluated to find the baseline (at most ``D``).
+        cache_hits: Evaluations the backend answered from its cache.
+        best_latency, best_placement: The fastest feasible placement evaluated so far.
+        listeners: Called after every evaluation (budget trackers, progress bars).
+    """
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        coarse: CoarseGraph,
+        platform: Platform,
+        backend: LatencyBackend,
+        reward: str | Reward = "speedup",
+        infeasible_reward: float | None = None,
+    ) -> None:
+        if backend.graph is not coarse or backend.platform is not platform:
+            raise PlacementGymError("the backend must be built for this problem's coarse graph and platform")
+        self.benchmark, self.coarse, self.platform, self.backend = benchmark, coarse, platform, backend
+        self.reward = reward if isinstance(reward, Reward) else get_reward(reward, infeasible_reward)
+        self.num_groups = coarse.num_groups
+        self.num_devices = platform.num_devices
+        self.evaluations = 0
+        self.baseline_evaluations = 0
+        self.cache_hits = 0
+        self.best_latency = math.inf
+        self.best_placement: np.ndarray | None = None
+        self.listeners: list[Listener] = []
+        self._spec: dict[str, Any] | None = None
+        self._baseline: tuple[int, LatencyResult] | None = None
+        self._baseline_failure: str | None = None
+        self._device_mask: np.ndarray | None = None
+        self._features: StaticFeatures | None = None
+        self._cost_model = None
+
+    @classmethod
+    def make(
+        cls,
+        model: str | Benchmark = "tiny_cnn",
+        platform: str | Platform = "local",
+        backend: str = "simulated",
+        *,
+        coarsening: str = "fused",
+        k: int | None = None,
+        reward: str = "speedup",
+        infeasible_reward: float | None = None,
+        backend_kwargs: dict[str, Any] | None = None,
+    ) -> PlacementProblem:
+        """Build a problem from names: a zoo model, IR or ONNX path (or a :class:`Benchmark`), a platform
+        name (or :class:`Platform`), a backend name (``"simulated"``, ``"measured"``, ``"ray"``), a
+        coarsening level (``"ops"``, ``"fused"``, ``"k"`` with ``k``) and a reward."""
+        spec = dict(
+            model=model,
+            platform=platform,
+            backend=backend,
+            coarsening=coarsening,
+            k=k,
+            reward=reward,
+            infeasible_reward=infeasible_reward,
+            backend_kwargs=backend_kwargs,
+        )
+        reward_fn = get_reward(reward, infeasible_reward)  # fail on a bad name before any heavy work
+        bench = model if isinstance(model, Benchmark) else load_benchmark(model)
+        plat = platform if isinstance(platform, Platform) else load_platform(platform)
+        coarse = bench.coarsen(coarsening, k=k)
+        problem = cls(bench, coarse, plat, make_backend(backend, bench, coarse, plat, **(backend_kwargs or {})), reward_fn)
+        problem._spec = spec
+        return problem
+
+    # ------------------------------------------------------------------ static facts
+    @property
+    def host(self) -> int:
+        """Index of the platform's host device."""
+        return self.platform.host
+
+    @property
+    def deterministic(self) -> bool:
+        """True if the same placement always gets the same latency (simulated backends)."""
+        return self.backend.deterministic
+
+    @property
+    def device_mask(self) -> np.ndarray:
+        """``(G, D)`` bool: the device can hold the group's weights and outputs.
+
+        A group that fits on no device allows every device (the backend then reports the placement
+        infeasible with the reason). Read-only.
+        """
+        if self._device_mask is None:
+            q = self.coarse.graph
+            need = q.nodes["param_bytes"] + q.nodes["out_bytes"]
+            cap = np.array([dev.memory_bytes for dev in self.platform.devices], dtype=np.float64)
+            mask = need[:, None] <= cap[None, :]
+            mask[~mask.any(axis=1)] = True
+            mask.setflags(write=False)
+            self._device_mask = mask
+        return self._device_mask
+
+    @property
+    def features(self) -> StaticFeatures:
+        """The graph's static observation arrays, unpadded (``G`` nodes), computed once."""
+        if self._features is None:
+            self._features = static_features(self.coarse, self.num_groups, self.coarse.graph.num_edges)
+        return self._features
+
+    def cost_model(self):
+        """The :class:`~placement_gym.simulation.cost_model.CostModel` of this graph and platform.
+
+        For the simulated backend it is exactly the model the latencies come from; otherwise it is the
+        calibrated simulator's model of the same platform (profiled per-op times on local devices).
+        """
+        if getattr(self.backend, "cost_model", None) is not None:
+            return self.backend.cost_model
+        if self._cost_model is None:
+            from placement_gym.simulation.cost_model import CostModel
+
+            self._cost_model = CostModel.from_benchmark(self.benchmark, self.coarse, self.platform)
+        return self._cost_model
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, placement: Sequence[int] | np.ndarray, length: int | None = None) -> np.ndarray:
+        """Return ``placement`` as an int64 array of shape ``(G,)`` (or ``(length,)``).
+
+        Raises:
+            PlacementError: Wrong shape, a non-integer dtype, or a device index out of range.
+        """
+        arr = np.asarray(placement)
+        n = self.num_groups if length is None else length
+        if arr.shape != (n,):
+            raise PlacementError(f"placement must have shape ({n},) (one device per group), got {arr.shape}")
+        return self._check_values(arr[None, :])[0]
+
+    def validate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+        """Return ``placements`` as an int64 array of shape ``(B, G)``.
+
+        Raises:
+            PlacementError: Not ``(B, G)``, a non-integer dtype, or a device index out of range.
+        """
+        arr = np.asarray(placements)
+        if arr.ndim != 2 or arr.shape[1] != self.num_groups:
+            raise PlacementError(
+                f"a batch of placements must have shape (B, {self.num_groups}), got {arr.shape}"
+            )
+        return self._check_values(arr)
+
+    def _check_values(self, arr: np.ndarray) -> np.ndarray:
+        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() >= self.num_devices):
+            bad = int(arr[(arr < 0) | (arr >= self.num_devices)][0])
+            raise PlacementError(
+                f"device index {bad} out of range [0, {self.num_devices}): platform {self.platform.name!r} "
+                f"has devices {', '.join(d.name for d in self.platform.devices)}"
+            )
+        return np.ascontiguousarray(arr, dtype=np.int64)
+
+    # ------------------------------------------------------------------ baseline
+    def _find_baseline(self) -> None:
+        if self._baseline is not None or self._baseline_failure is not None:
+            return
+        singles = np.repeat(np.arange(self.num_devices, dtype=np.int64)[:, None], self.num_groups, axis=1)
+        results = self.backend.evaluate_batch(singles)
+        self.baseline_evaluations += len(results)
+        best = None
+        for device, res in enumerate(results):
+            if res.feasible and (best is None or res.latency < best[1].latency):
+                best = (device, res)
+        if best is None:
+            reasons = "; ".join(f"{d.name}: {r.reason}" for d, r in zip(self.platform.devices, results))
+            self._baseline_failure = (
+                f"no single device of platform {self.platform.name!r} can run the whole model ({reasons}); "
+                "the speedup rewards need a feasible single-device baseline (use reward='neg_latency_ms')"
+            )
+        else:
+            self._baseline = best
+
+    @property
+    def has_baseline(self) -> bool:
+        """True if some single device can run the whole model (evaluates the ``D`` placements once)."""
+        self._find_baseline()
+        return self._baseline is not None
+
+    @property
+    def baseline(self) -> LatencyResult:
+        """The best single-device placement's result (``D`` evaluations, once, counted separately).
+
+        Raises:
+            PlacementError: If no single device can run the whole model.
+        """
+        self._find_baseline()
+        if self._baseline is None:
+            raise PlacementError(self._baseline_failure)
+        return self._baseline[1]
+
+    @property
+    def baseline_device(self) -> int:
+        """Index of the best single device (see :attr:`baseline`)."""
+        _ = self.baseline
+        return self._baseline[0]  # type: ignore[index]
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, placement: Sequence[int] | np.ndarray) -> Evaluation:
+        """Evaluate one ``(G,)`` placement: its latency result and reward (counted once).
+
+        Raises:
+            PlacementError: For a malformed placement (never for a merely bad one: that is infeasible).
+        """
+        return self.evaluate_batch(self.validate(placement)[None, :])[0]
+
+    def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
+        """Evaluate a ``(B, G)`` batch in one backend call (parallel on pooled backends).
+
+        A placement repeated within the batch is evaluated, counted and reported to the listeners once;
+        every row gets its evaluation, in order.
+
+        Raises:
+            PlacementError: For a malformed batch.
+        """
+        batch = self.validate_batch(placements)
+        if not len(batch):
+            return []
+        distinct, first, inverse = np.unique(batch, axis=0, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # evaluate distinct placements in order of first appearance
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        distinct = distinct[order]
+        results = self.backend.evaluate_batch(distinct)
+        if len(results) != len(distinct):
+            raise PlacementGymError(
+                f"backend {self.backend.name!r} returned {len(results)} results for {len(distinct)} placements"
+            )
+        evaluations = [Evaluation(res, self._reward(res)) for res in results]
+        for placement, evaluation in zip(distinct, evaluations):
+            self._count(placement, evaluation)
+        return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
+
+    def _reward(self, res: LatencyResult) -> float:
+        if not res.feasible:
+            return self.reward.infeasible
+        baseline = self.baseline.latency if self.reward.needs_baseline else math.nan
+        return float(self.reward(res.latency, baseline, True))
+
+    def _count(self, placement: np.ndarray, evaluation: Evaluation) -> None:
+        self.evaluations += 1
+        self.cache_hits += int(evaluation.result.cached)
+        if evaluation.feasible and evaluation.latency < self.best_latency:
+            self.best_latency, self.best_placement = float(evaluation.latency), placement.copy()
+        for listener in list(self.listeners):
+            listener(placement, evaluation)
+
+    def stats(self) -> dict[str, Any]:
+        """Evaluation counts and the best placement found so far."""
+        return {
+            "evaluations": self.evaluations,
+            "baseline_evaluations": self.baseline_evaluations,
+            "cache_hits": self.cache_hits,
+            "best_latency": self.best_latency,
+            "best_placement": None if self.best_placement is None else self.best_placement.copy(),
+        }
+
+    def close(self) -> None:
+        """Release the backend's compiled models, workers and files."""
+        self.backend.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementProblem({self.benchmark.name!r}, {self.coarse.level!r}: {self.num_groups} groups, "
+            f"platform {self.platform.name!r}: {self.num_devices} devices, backend {self.backend.name!r}, "
+            f"reward {self.reward.name!r})"
+        )
+
+    # ------------------------------------------------------------------ pickling (vector envs, Ray)
+    def __getstate__(self) -> dict[str, Any]:
+        if self._spec is None or not isinstance(self._spec["backend"], str):
+            raise TypeError(
+                "a PlacementProblem built from ready parts cannot be pickled; build it with "
+                "PlacementProblem.make(...) (or the env from names) to copy it to other processes"
+            )
+        return {"spec": self._spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(PlacementProblem.make(**state["spec"]).__dict__)
+
+
+def problem_of(env: Any) -> PlacementProblem:
+    """The :class:`PlacementProblem` behind a ``DevicePlacement*`` env (through any wrappers).
+
+    Raises:
+        PlacementGymError: If ``env`` is not a device-placement env.
+    """
+    if isinstance(env, PlacementProblem):
+        return env
+    problem = getattr(getattr(env, "unwrapped", None), "problem", None)
+    if not isinstance(problem, PlacementProblem):
+        raise PlacementGymError(
+            f"{type(getattr(env, 'unwrapped', env)).__name__} is not a device-placement env: "
+            "expected a DevicePlacementEnv (or a PlacementProblem)"
+        )
+    return problem
