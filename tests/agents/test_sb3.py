@@ -259,3 +259,20 @@ def test_method_errors():
     method.place(make_env(), budget=20, seed=0)
     with pytest.raises(PlacementGymError, match="max_nodes"):
         method.predict_placement(make_env("tiny_bert"))
+
+
+def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact():
+    """n_envs > 1: env copies in a real SubprocVecEnv; every evaluation in a worker counts, none over budget."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    env = make_env()
+    method = PPOGNN(n_envs=2, n_steps=8, batch_size=16)
+    vec_env = method.make_vec_env(env)
+    assert isinstance(vec_env, SubprocVecEnv)
+    vec_env.close()
+    result = method.place(env, budget=21, seed=0)
+    assert 19 <= result.evaluations <= 21 and len(result.history) == result.evaluations
+    assert env.problem.evaluations == 1  # only the final deterministic placement ran in this process
+    assert np.isfinite(result.latency)
+    with pytest.raises(PlacementGymError, match="cannot be pickled"):
+        PPOGNN(n_envs=2).make_vec_env(DevicePlacementEnv(backend=env.problem.backend))

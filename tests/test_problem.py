@@ -1,0 +1,163 @@
+"""PlacementProblem: validation, counting (baseline included), batched evaluation, pickling, accessors."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import placement_gym
+from agents.base import BudgetTracker
+from placement_gym.envs import DevicePlacementEnv
+from placement_gym.errors import PlacementError, PlacementGymError
+from placement_gym.platforms import load_platform
+from placement_gym.problem import PlacementProblem, problem_of
+
+TINY_SIM = dict(model="tiny_cnn", platform="cpu-dgpu", backend="simulated")
+
+
+@pytest.fixture
+def problem() -> PlacementProblem:
+    return PlacementProblem.make(**TINY_SIM)
+
+
+def test_problem_of_env_through_wrappers_and_clear_error_otherwise(problem):
+    env = gym.make("DevicePlacement-v0", **TINY_SIM)
+    assert isinstance(problem_of(env), PlacementProblem)
+    assert problem_of(env) is env.unwrapped.problem
+    assert problem_of(problem) is problem
+    assert placement_gym.problem_of is problem_of and placement_gym.PlacementProblem is PlacementProblem
+    with pytest.raises(PlacementGymError, match="not a device-placement env"):
+        problem_of(gym.make("CartPole-v1"))
+
+
+def test_validation_names_the_problem(problem):
+    g, d = problem.num_groups, problem.num_devices
+    with pytest.raises(PlacementError, match=rf"shape \({g},\)"):
+        problem.evaluate(np.zeros(g + 1, dtype=np.int64))
+    with pytest.raises(PlacementError, match="integer"):
+        problem.evaluate(np.zeros(g, dtype=np.float32))
+    with pytest.raises(PlacementError, match=rf"device index {d} out of range.*cpu, gpu"):
+        problem.evaluate(np.full(g, d))
+    with pytest.raises(PlacementError, match=r"shape \(B, "):
+        problem.evaluate_batch(np.zeros(g, dtype=np.int64))
+    assert problem.evaluations == 0  # nothing malformed is counted
+
+
+def test_baseline_is_counted_separately_once(problem):
+    assert problem.baseline_evaluations == 0
+    base = problem.baseline
+    singles = [problem.backend.evaluate_batch(np.full((1, problem.num_groups), dev))[0] for dev in range(2)]
+    assert base.latency == min(r.latency for r in singles)
+    assert problem.baseline_device == int(np.argmin([r.latency for r in singles]))
+    _ = problem.baseline
+    assert problem.baseline_evaluations == problem.num_devices and problem.evaluations == 0
+    assert problem.stats()["baseline_evaluations"] == problem.num_devices
+
+
+def test_batch_evaluates_and_counts_each_distinct_placement_once(problem):
+    g = problem.num_groups
+    a, b = np.zeros(g, dtype=np.int64), np.ones(g, dtype=np.int64)
+    _ = problem.baseline  # its own backend call, counted apart
+    seen = []
+    problem.listeners.append(lambda placement, evaluation: seen.append(placement.tolist()))
+    sent = []
+    inner = problem.backend.evaluate_batch
+    problem.backend.evaluate_batch = lambda batch: sent.append(batch.tolist()) or inner(batch)
+    out = problem.evaluate_batch(np.stack([b, a, b, b, a]))
+    assert [e.latency for e in out] == [out[0].latency, out[1].latency] + [out[0].latency] * 2 + [out[1].latency]
+    assert sent == [[b.tolist(), a.tolist()]]  # one backend call, distinct rows, first-appearance order
+    assert seen == [b.tolist(), a.tolist()] and problem.evaluations == 2
+    single = problem.evaluate(a)
+    assert single.latency == out[1].latency and single.reward == out[1].reward
+    assert problem.evaluations == 3  # a repeat across calls is a new evaluation
+    assert problem.best_latency == min(out[0].latency, out[1].latency)
+
+
+def test_tracker_cuts_a_batch_to_the_budget_and_counts_what_the_problem_counts(problem):
+    g = problem.num_groups
+    rows = np.array([[i >> k & 1 for k in range(g)] for i in range(6)], dtype=np.int64)  # 6 distinct
+    tracker = BudgetTracker(problem, 4)
+    batch = np.concatenate([rows[:2], rows[:1], rows[2:]])  # a repeat inside: 7 rows, 6 distinct
+    out = tracker.evaluate_batch(batch)
+    assert len(out) == 5 and tracker.used == 4 == problem.evaluations and tracker.exhausted
+    assert tracker.evaluate_batch(rows) == []
+    with pytest.raises(PlacementGymError, match="budget of 4 is spent"):
+        tracker.evaluate(rows[0])
+    tracker.detach()
+    problem.evaluate(rows[5])
+    assert tracker.used == 4  # detached trackers stop counting
+
+
+def test_problem_pickles_by_rebuilding_from_names(problem):
+    copy = pickle.loads(pickle.dumps(problem))
+    p = np.arange(problem.num_groups) % problem.num_devices
+    assert copy.evaluate(p).latency == problem.evaluate(p).latency
+    parts = PlacementProblem(problem.benchmark, problem.coarse, problem.platform, problem.backend)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(parts)
+
+
+def test_backend_for_another_graph_is_refused(problem):
+    other = PlacementProblem.make(model="tiny_bert", platform="cpu-dgpu", backend="simulated")
+    with pytest.raises(PlacementGymError, match="backend must be built"):
+        PlacementProblem(problem.benchmark, problem.coarse, problem.platform, other.backend)
+
+
+def _memory_constrained(problem: PlacementProblem) -> tuple[PlacementProblem, np.ndarray]:
+    """``problem``'s model on its platform with every device's memory shrunk until no single device holds
+    the model but a split does (found by the simulator itself); the problem and a feasible split."""
+    rng = np.random.default_rng(0)
+    splits = rng.integers(0, problem.num_devices, (256, problem.num_groups))
+    total = float(problem.cost_model().memory.sum())
+    for fraction in (0.9, 0.8, 0.7, 0.6, 0.5):
+        cap = int(fraction * total)
+        devices = [dataclasses.replace(d, memory_bytes=cap) for d in problem.platform.devices]
+        platform = dataclasses.replace(problem.platform, devices=devices, name="tiny-memory")
+        small = PlacementProblem.make(problem.benchmark, platform, "simulated", reward="neg_latency_ms")
+        feasible = [r.feasible for r in small.backend.evaluate_batch(splits)]
+        if not small.has_baseline and any(feasible):
+            return small, splits[feasible.index(True)]
+    pytest.skip("no memory size where only a split fits (the tiny model's peak is too even)")
+
+
+def test_neg_latency_reward_works_where_no_single_device_fits(problem):
+    """Regression (issue 9): step() raised PlacementError when no single device could hold the model,
+    although the error message recommended this reward."""
+    small, split = _memory_constrained(problem)
+    env = DevicePlacementEnv(problem=small)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(np.zeros(env.num_groups, dtype=np.int64))
+    assert terminated and not info["feasible"] and reward == small.reward.infeasible
+    assert np.isnan(info["baseline_latency"])
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(split)
+    assert info["feasible"] and reward == pytest.approx(-info["latency"] * 1e3)
+    with pytest.raises(PlacementError, match="no single device"):
+        _ = small.baseline
+    speedup = PlacementProblem(small.benchmark, small.coarse, small.platform, small.backend, "speedup")
+    with pytest.raises(PlacementError, match="neg_latency_ms"):
+        speedup.evaluate(split)
+
+
+def test_every_mode_refuses_a_step_after_the_episode_ended():
+    """Regression (issue 9): one-shot mode silently evaluated again after termination."""
+    for mode in ("oneshot", "sequential"):
+        env = DevicePlacementEnv(**TINY_SIM, mode=mode)
+        with pytest.raises(PlacementError, match="reset"):
+            env.step(env.action_space.sample())  # never started
+        env.reset(seed=0)
+        done = False
+        while not done:
+            _, _, done, _, _ = env.step(env.action_space.sample())
+        before = env.problem.evaluations
+        with pytest.raises(PlacementError, match="reset"):
+            env.step(env.action_space.sample())
+        assert env.problem.evaluations == before
+
+
+def test_load_platform_name_is_kept(problem):
+    assert problem.platform.name == load_platform("cpu-dgpu").name == "cpu-dgpu"
