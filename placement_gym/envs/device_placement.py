@@ -26,15 +26,21 @@ class DevicePlacementEnv(gym.Env):
 
     ## Description
 
-    A model (a zoo name such as ``"bert"``, an OpenVINO IR or ONNX path, or a
-    :class:`~placement_gym.benchmarks.Benchmark`) is turned into an op graph and coarsened into ``G``
-    groups (``coarsening="fused"``: the OpenVINO CPU runtime's fused layers). A platform offers ``D``
-    devices. The latency of a placement comes from a backend: ``"measured"`` runs the partitioned model
-    with OpenVINO, ``"simulated"`` predicts it with a calibrated event-driven simulator.
+    A thin Gymnasium adapter over one :class:`~placement_gym.problem.PlacementProblem`: a model (a zoo
+    name such as ``"bert"``, an OpenVINO IR or ONNX path, or a :class:`~placement_gym.benchmarks.Benchmark`)
+    turned into an op graph and coarsened into ``G`` groups (``coarsening="fused"``: the OpenVINO CPU
+    runtime's fused layers), a platform of ``D`` devices, and a latency backend (``"measured"`` runs the
+    partitioned model with OpenVINO, ``"simulated"`` predicts it with a calibrated event-driven simulator).
+    The problem validates, evaluates and counts placements; the env adds spaces, observations and episodes.
 
     In ``mode="oneshot"`` (default) one action places every group and the episode ends. In
     ``mode="sequential"`` (Placeto-style) each step places the next group in topological order and the
     episode ends once all ``G`` groups are placed.
+
+    Registered IDs (``import placement_gym``): ``DevicePlacement-<model>-v0`` (measured on the ``local``
+    platform, ``nondeterministic=True``), ``DevicePlacementSim-<model>-v0`` (simulated ``cpu-dgpu``), for
+    ``<model>`` in ``inception_v3``, ``resnet50``, ``bert``; and ``DevicePlacement-v0`` (any arguments
+    below; ``nondeterministic=True``). ``placement_gym.ENV_IDS`` lists them all.
 
     ## Action Space
 
@@ -44,40 +50,47 @@ class DevicePlacementEnv(gym.Env):
     * ``sequential``: ``Discrete(D)``, the device of the group named by ``current_node``.
 
     Actions of the wrong shape, a non-integer dtype or out of range raise
-    :class:`~placement_gym.errors.PlacementError`; nothing is clipped.
+    :class:`~placement_gym.errors.PlacementError` naming the problem; nothing is clipped.
 
     ## Observation Space
 
     A ``Dict`` of ``Box`` es with fixed shapes (``N = max_nodes or G``, ``E = max_edges or edges``),
     padded with zeros (inside the bounds) and described by masks:
 
-    | key | shape | dtype | meaning |
-    |---|---|---|---|
-    | ``node_features`` | ``(N, F)`` | float32 | per-group features, see ``features.NODE_FEATURES`` (log FLOPs, bytes, weights, degree, topological position, op-type mix) |
-    | ``node_mask`` | ``(N,)`` | float32 | 1 for real groups, 0 for padding |
-    | ``edge_index`` | ``(2, E)`` | int64 | source and target group of each edge (padding: ``0 -> 0``) |
-    | ``edge_features`` | ``(E, 1)`` | float32 | log bytes carried by the edge |
-    | ``edge_mask`` | ``(E,)`` | float32 | 1 for real edges |
-    | ``placement`` | ``(N, D)`` | float32 | one-hot device of each group in the current placement (all zero if unplaced) |
-    | ``current_node`` | ``(N,)`` | float32 | one-hot of the group to place next (sequential mode; zeros in one-shot) |
+    | key | shape | dtype | bounds | meaning |
+    |---|---|---|---|---|
+    | ``node_features`` | ``(N, 28)`` | float32 | ``[0, 3e38]`` (values in ``[0, ~1]``) | per-group features, ``features.NODE_FEATURES``: 9 scaled logs (FLOPs, output / weight / graph-input / graph-output bytes, member ops, topological position, in / out degree) and 19 op-type fractions |
+    | ``node_mask`` | ``(N,)`` | float32 | ``[0, 1]`` | 1 for real groups, 0 for padding |
+    | ``edge_index`` | ``(2, E)`` | int64 | ``[0, N - 1]`` | source and target group of each edge (padding: ``0 -> 0``) |
+    | ``edge_features`` | ``(E, 1)`` | float32 | ``[0, 3e38]`` (values in ``[0, ~1]``) | scaled log bytes carried by the edge |
+    | ``edge_mask`` | ``(E,)`` | float32 | ``[0, 1]`` | 1 for real edges |
+    | ``placement`` | ``(N, D)`` | float32 | ``[0, 1]`` | one-hot device of each group in the current placement (all zero if unplaced) |
+    | ``current_node`` | ``(N,)`` | float32 | ``[0, 1]`` | one-hot of the group to place next (sequential mode; zeros in one-shot) |
 
     ## Rewards
 
-    ``reward="speedup"`` (default): ``baseline / latency - 1``, where ``baseline`` is the latency of the
-    best single-device placement (all groups on one device), so 0 means "as good as the best single
-    device" and positive is better. ``"log_speedup"``: ``log(baseline / latency)``. ``"neg_latency_ms"``:
-    minus the latency in ms. An infeasible placement (does not fit in memory, fails to compile or run)
-    gets ``infeasible_reward`` (default: -1 for speedup, the limit of an infinitely slow placement).
-    In sequential mode the reward is 0 until the last step (``sequential_reward="final"``) or, with
-    ``"incremental"``, the change of the reward of the current placement (unplaced groups on the host),
+    ``baseline`` is the latency of the best single-device placement (all groups on one device), found once
+    per problem with ``D`` evaluations that are counted apart (``problem.baseline_evaluations``).
+
+    | ``reward`` | value | infeasible placement (default ``infeasible_reward``) |
+    |---|---|---|
+    | ``"speedup"`` (default) | ``baseline / latency - 1`` (0: as fast as the best single device) | -1 (an infinitely slow placement) |
+    | ``"log_speedup"`` | ``log(baseline / latency)`` | -5 |
+    | ``"neg_latency_ms"`` | ``-latency`` in ms (needs no baseline: use it where no single device holds the model) | -10,000 |
+
+    Infeasible placements (out of memory, compile or run failure) get the infeasible value, never an
+    exception. In sequential mode the reward is 0 until the last step (``sequential_reward="final"``) or,
+    with ``"incremental"``, the change of the reward of the current placement (unplaced groups on the host),
     which sums to the final reward minus the initial one.
 
-    ``info`` holds ``latency`` and ``baseline_latency`` (seconds), ``speedup``, ``feasible``, ``reason``,
-    ``spread`` and ``samples`` (measured backend), ``placement`` (the ``(G,)`` placement evaluated) and,
-    for nondeterministic (measured) backends, ``cached`` (the backend answered from its cache). The
-    simulator's info leaves ``cached`` out so that it is a function of seed and actions alone
-    (Gymnasium's determinism check); :meth:`stats` gives evaluation and cache-hit counts and the best
-    placement seen, for every backend.
+    ``info`` is empty after ``reset()`` and after the non-final steps of sequential mode with
+    ``sequential_reward="final"``. After an evaluated step (the one-shot step, the last sequential step, or
+    every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds; the baseline
+    is ``nan`` if no single device can run the model), ``speedup`` (``baseline / latency``, 0 if
+    infeasible), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
+    seconds and timed runs; 0 for the simulator), ``placement`` (the ``(G,)`` placement evaluated, unplaced
+    groups on the host) and, for nondeterministic (measured) backends only, ``cached`` (answered from the
+    result cache), so that a simulated env's info is a function of seed and actions alone.
 
     ## Starting State
 
@@ -88,7 +101,8 @@ class DevicePlacementEnv(gym.Env):
     ## Episode End
 
     One-shot: terminated after the one step. Sequential: terminated after ``G`` steps. Never truncated
-    (add ``gymnasium.wrappers.TimeLimit`` for multi-step variants).
+    (add ``gymnasium.wrappers.TimeLimit`` for multi-step variants). ``step()`` before ``reset()`` or after
+    the episode ended raises :class:`~placement_gym.errors.PlacementError`, in both modes.
 
     ## Arguments
 
@@ -101,13 +115,23 @@ class DevicePlacementEnv(gym.Env):
                    coarsening="fused", k=None, mode="oneshot", reward="speedup")
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    problem = placement_gym.problem_of(env)  # the PlacementProblem behind the env
     ```
 
-    ``model``, ``platform`` (name or :class:`Platform`), ``backend`` (``"simulated"``/``"measured"`` or a
-    ready :class:`LatencyBackend`), ``backend_kwargs``, ``coarsening`` (``"ops"``, ``"fused"``, ``"k"``),
-    ``k`` (at most ``k`` groups), ``mode``, ``reward``, ``infeasible_reward``, ``sequential_reward``,
-    ``initial_placement``, ``max_nodes``/``max_edges`` (pad to share spaces across graphs),
-    ``render_mode`` (``"ansi"``: a table; ``"rgb_array"``: the graph coloured by device).
+    ``model``, ``platform`` (name or :class:`Platform`), ``backend`` (``"simulated"``/``"measured"``/
+    ``"ray"`` or a ready :class:`LatencyBackend`), ``backend_kwargs``, ``coarsening`` (``"ops"``,
+    ``"fused"``, ``"k"``), ``k`` (at most ``k`` groups), ``reward``, ``infeasible_reward`` (these build the
+    problem; or pass a ready ``problem=``), ``mode``, ``sequential_reward``, ``initial_placement``,
+    ``max_nodes``/``max_edges`` (pad to share spaces across graphs), ``render_mode`` (``"ansi"``: a table;
+    ``"rgb_array"``: the graph coloured by device).
+
+    ## Public accessors
+
+    ``problem`` (the :class:`~placement_gym.problem.PlacementProblem`: ``evaluate``, ``evaluate_batch``,
+    ``baseline``, ``cost_model()``, ``device_mask``, ``stats()``...; also ``placement_gym.problem_of(env)``
+    through wrappers), ``action_masks()`` (sb3-contrib MaskablePPO), ``placement`` (the current ``(G,)``
+    placement, -1 = unplaced), ``mode``, ``num_groups``, ``num_devices``, ``max_nodes``, ``max_edges``.
+    The env pickles (``SubprocVecEnv``, ``copy.deepcopy``) when its problem was built from names.
 
     ## Version History
 
