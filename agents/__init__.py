@@ -23,6 +23,8 @@ METHODS: dict[str, str] = {
     "m_sct": "agents.baselines.baechi:MSCT",
     "metis": "agents.baselines.metis:MetisPlacement",
     "milp": "agents.baselines.milp:MILPPlacement",
+    "local_search": "agents.baselines.local_search:LocalSearch",
+    "simulated_annealing": "agents.baselines.local_search:SimulatedAnnealing",
     # published systems
     "moirai": "agents.systems.moirai:Moirai",
     "hsdag": "agents.systems.hsdag:HSDAG",
