@@ -64,7 +64,9 @@ class BudgetTracker:
 
     def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))):
-            raise PlacementGymError(f"budget must be an integer number of evaluations or None, got {budget!r}")
+            raise PlacementGymError(
+                f"budget must be an integer number of evaluations or None, got {budget!r}"
+            )
         self.problem = problem
         self.budget = None if budget is None else int(budget)
         self.used = 0
@@ -123,7 +125,9 @@ class BudgetTracker:
         if remaining is not None:
             _, first = np.unique(batch, axis=0, return_index=True)
             if len(first) > remaining:
-                cut = int(np.sort(first)[remaining])  # the first row holding the (remaining + 1)-th new placement
+                cut = int(
+                    np.sort(first)[remaining]
+                )  # the first row holding the (remaining + 1)-th new placement
                 batch = batch[:cut]
         return self.problem.evaluate_batch(batch) if len(batch) else []
 
@@ -131,7 +135,9 @@ class BudgetTracker:
         placement = self.best_placement
         if placement is None:  # nothing feasible: report the host placement as the fallback answer
             placement = np.full(self.problem.num_groups, self.problem.host, dtype=np.int64)
-        return PlacementResult(method, placement, self.best_latency, self.used, wall_time, self.history, extra)
+        return PlacementResult(
+            method, placement, self.best_latency, self.used, wall_time, self.history, extra
+        )
 
 
 class PlacementMethod(abc.ABC):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
+from placement_gym.backends.base import check_placements
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
@@ -132,7 +133,13 @@ class PlacementProblem:
         bench = model if isinstance(model, Benchmark) else load_benchmark(model)
         plat = platform if isinstance(platform, Platform) else load_platform(platform)
         coarse = bench.coarsen(coarsening, k=k)
-        problem = cls(bench, coarse, plat, make_backend(backend, bench, coarse, plat, **(backend_kwargs or {})), reward_fn)
+        problem = cls(
+            bench,
+            coarse,
+            plat,
+            make_backend(backend, bench, coarse, plat, **(backend_kwargs or {})),
+            reward_fn,
+        )
         problem._spec = spec
         return problem
 
@@ -187,7 +194,7 @@ class PlacementProblem:
 
     # ------------------------------------------------------------------ validation
     def validate(self, placement: Sequence[int] | np.ndarray, length: int | None = None) -> np.ndarray:
-        """Return ``placement`` as an int64 array of shape ``(G,)`` (or ``(length,)``).
+        """Return ``placement`` as an int64 array of shape ``(G,)`` (or ``(length,)``, e.g. a padded action).
 
         Raises:
             PlacementError: Wrong shape, a non-integer dtype, or a device index out of range.
@@ -196,7 +203,7 @@ class PlacementProblem:
         n = self.num_groups if length is None else length
         if arr.shape != (n,):
             raise PlacementError(f"placement must have shape ({n},) (one device per group), got {arr.shape}")
-        return self._check_values(arr[None, :])[0]
+        return check_placements(arr[None, :], n, self.platform)[0]
 
     def validate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
         """Return ``placements`` as an int64 array of shape ``(B, G)``.
@@ -204,23 +211,7 @@ class PlacementProblem:
         Raises:
             PlacementError: Not ``(B, G)``, a non-integer dtype, or a device index out of range.
         """
-        arr = np.asarray(placements)
-        if arr.ndim != 2 or arr.shape[1] != self.num_groups:
-            raise PlacementError(
-                f"a batch of placements must have shape (B, {self.num_groups}), got {arr.shape}"
-            )
-        return self._check_values(arr)
-
-    def _check_values(self, arr: np.ndarray) -> np.ndarray:
-        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
-            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.num_devices):
-            bad = int(arr[(arr < 0) | (arr >= self.num_devices)][0])
-            raise PlacementError(
-                f"device index {bad} out of range [0, {self.num_devices}): platform {self.platform.name!r} "
-                f"has devices {', '.join(d.name for d in self.platform.devices)}"
-            )
-        return np.ascontiguousarray(arr, dtype=np.int64)
+        return check_placements(placements, self.num_groups, self.platform)
 
     # ------------------------------------------------------------------ baseline
     def _find_baseline(self) -> None:
@@ -273,7 +264,7 @@ class PlacementProblem:
         Raises:
             PlacementError: For a malformed placement (never for a merely bad one: that is infeasible).
         """
-        return self.evaluate_batch(self.validate(placement)[None, :])[0]
+        return self._evaluate_distinct(self.validate(placement)[None, :])[0]
 
     def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
         """Evaluate a ``(B, G)`` batch in one backend call (parallel on pooled backends).
@@ -291,8 +282,15 @@ class PlacementProblem:
         order = np.argsort(first)  # evaluate distinct placements in order of first appearance
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
-        distinct = distinct[order]
-        results = self.backend.evaluate_batch(distinct)
+        evaluations = self._evaluate_distinct(distinct[order])
+        return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
+
+    def _evaluate_distinct(self, distinct: np.ndarray) -> list[Evaluation]:
+        """Evaluate validated, pairwise distinct placements ``(B, G)`` in one backend call and count them."""
+        if len(distinct) == 1:  # the one-placement path of a backend is its fastest
+            results = [self.backend.evaluate(distinct[0])]
+        else:
+            results = self.backend.evaluate_batch(distinct)
         if len(results) != len(distinct):
             raise PlacementGymError(
                 f"backend {self.backend.name!r} returned {len(results)} results for {len(distinct)} placements"
@@ -300,7 +298,7 @@ class PlacementProblem:
         evaluations = [Evaluation(res, self._reward(res)) for res in results]
         for placement, evaluation in zip(distinct, evaluations):
             self._count(placement, evaluation)
-        return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
+        return evaluations
 
     def _reward(self, res: LatencyResult) -> float:
         if not res.feasible:

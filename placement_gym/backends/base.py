@@ -21,6 +21,34 @@ from placement_gym.errors import PlacementError
 from placement_gym.platforms import Platform
 
 
+def check_placements(
+    placements: Sequence[Sequence[int]] | np.ndarray, num_groups: int, platform: Platform
+) -> np.ndarray:
+    """The one validation of placements: a ``(B, num_groups)`` batch of device indices of ``platform``.
+
+    Returns:
+        The batch as a contiguous int64 array.
+
+    Raises:
+        PlacementError: Not ``(B, num_groups)``, a non-integer dtype, or a device index out of range.
+    """
+    arr = np.asarray(placements)
+    if arr.ndim != 2 or arr.shape[1] != num_groups:
+        raise PlacementError(f"a batch of placements must have shape (B, {num_groups}), got {arr.shape}")
+    if arr.dtype != np.int64:
+        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+    d = platform.num_devices
+    if arr.size and (arr.min() < 0 or arr.max() >= d):
+        bad = int(arr[(arr < 0) | (arr >= d)][0])
+        raise PlacementError(
+            f"device index {bad} out of range [0, {d}): platform {platform.name!r} has devices "
+            f"{', '.join(dev.name for dev in platform.devices)}"
+        )
+    return np.ascontiguousarray(arr)
+
+
 @dataclass(frozen=True)
 class LatencyResult:
     """The outcome of evaluating one placement.
@@ -73,24 +101,17 @@ class LatencyBackend(abc.ABC):
         return len(self.platform.devices)
 
     def validate(self, placement: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Return ``placement`` as an int64 array of shape ``(G,)``.
-
-        Raises:
-            PlacementError: Wrong shape, non-integer dtype, or a device index out of range.
-        """
+        """Return ``placement`` as an int64 array of shape ``(G,)`` (see :func:`check_placements`)."""
         arr = np.asarray(placement)
-        g = self.graph.num_groups
-        if arr.shape != (g,):
-            raise PlacementError(f"placement must have shape ({g},) (one device per group), got {arr.shape}")
-        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
-            raise PlacementError(f"placement must hold integer device indices, got dtype {arr.dtype}")
-        if g and (arr.min() < 0 or arr.max() >= self.num_devices):
-            bad = int(arr[(arr < 0) | (arr >= self.num_devices)][0])
+        if arr.shape != (self.graph.num_groups,):
             raise PlacementError(
-                f"device index {bad} out of range: platform {self.platform.name!r} has {self.num_devices} "
-                f"devices ({', '.join(d.name for d in self.platform.devices)})"
+                f"placement must have shape ({self.graph.num_groups},) (one device per group), got {arr.shape}"
             )
-        return arr.astype(np.int64, copy=False)
+        return check_placements(arr[None, :], self.graph.num_groups, self.platform)[0]
+
+    def validate_batch(self, placements: np.ndarray) -> np.ndarray:
+        """Return ``placements`` as a contiguous int64 array of shape ``(B, G)`` (:func:`check_placements`)."""
+        return check_placements(placements, self.graph.num_groups, self.platform)
 
     @abc.abstractmethod
     def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
@@ -98,10 +119,7 @@ class LatencyBackend(abc.ABC):
 
     def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
         """Latencies of a batch of placements, shape ``(B, G)``; backends may override for speed."""
-        placements = np.asarray(placements)
-        if placements.ndim != 2:
-            raise PlacementError(f"a batch of placements must have shape (B, G), got {placements.shape}")
-        return [self.evaluate(p) for p in placements]
+        return [self.evaluate(p) for p in self.validate_batch(placements)]
 
     def close(self) -> None:
         """Release compiled models, worker threads and files."""

@@ -323,7 +323,10 @@ class DevicePlacementEnv(gym.Env):
             evaluation = self.problem.evaluate(self._partial_placement())
             self._last = evaluation.result
             if self.sequential_reward == "incremental":
-                reward, self._last_reward_value = evaluation.reward - self._last_reward_value, evaluation.reward
+                reward, self._last_reward_value = (
+                    evaluation.reward - self._last_reward_value,
+                    evaluation.reward,
+                )
             else:
                 reward = evaluation.reward
         return self._observation(), float(reward), self._done, False, self._info(evaluation)

@@ -27,7 +27,7 @@ import numpy as np
 from placement_gym.backends.base import LatencyBackend, LatencyResult
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
-from placement_gym.errors import BackendError, PlacementError
+from placement_gym.errors import BackendError
 from placement_gym.platforms import Platform
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
@@ -108,7 +108,7 @@ class SimulatedBackend(LatencyBackend):
         Raises:
             PlacementError: If the batch is not ``(B, G)`` or any row is not a valid placement.
         """
-        batch = self._validate_batch(placements)
+        batch = self.validate_batch(placements)
         keys = [row.tobytes() for row in batch]
         results: list[LatencyResult | None] = [None] * len(keys)
         todo = []
@@ -132,18 +132,6 @@ class SimulatedBackend(LatencyBackend):
         self._cache.clear()
 
     # ------------------------------------------------------------------ helpers
-    def _validate_batch(self, placements: np.ndarray) -> np.ndarray:
-        arr = np.asarray(placements)
-        g = self.graph.num_groups
-        if arr.ndim != 2 or arr.shape[1] != g:
-            raise PlacementError(f"a batch of placements must have shape (B, {g}), got {arr.shape}")
-        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
-            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.num_devices):
-            row = int(np.flatnonzero(((arr < 0) | (arr >= self.num_devices)).any(axis=1))[0])
-            self.validate(arr[row])  # raises with the offending index and the device list
-        return np.ascontiguousarray(arr, dtype=np.int64)
-
     def _result(self, latency: float, over: int, peak: float) -> LatencyResult:
         if over >= 0:
             cap = self.cost_model.capacity[over]

@@ -92,8 +92,9 @@ def test_reinforce_never_exceeds_budget(cnn_env):
     problem = problem_of(cnn_env)
     tracker, start = BudgetTracker(problem, 7), problem.evaluations
     calls: list[int] = []
-    evaluate_batch = problem.backend.evaluate_batch
+    evaluate_batch, evaluate = problem.backend.evaluate_batch, problem.backend.evaluate
     problem.backend.evaluate_batch = lambda batch: calls.append(len(batch)) or evaluate_batch(batch)
+    problem.backend.evaluate = lambda placement: calls.append(1) or evaluate(placement)
     drawn = iter(range(10**6))
 
     def sample(k: int) -> SampleBatch:  # distinct placements: the base-D digits of 0, 1, 2, ...
