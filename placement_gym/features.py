@@ -8,6 +8,7 @@ feature means the same thing on every graph and a policy can move between graphs
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -146,3 +147,83 @@ def pad_features(features: StaticFeatures, max_nodes: int, max_edges: int) -> St
         pad(features.edge_features, 0, max_edges),
         pad(features.edge_mask, 0, max_edges),
     )
+
+
+#: Columns of ``node_device_features`` (per group and device).
+NODE_DEVICE_FEATURES: tuple[str, ...] = ("log_compute_time", "relative_speed", "fits_memory")
+#: Columns of ``device_features`` (per device).
+DEVICE_FEATURES: tuple[str, ...] = (
+    "relative_speed",
+    "log_memory",
+    "log_invoke_overhead",
+    "is_host",
+    "log_out_bandwidth",
+)
+_LOG_TIME_SCALE = np.log1p(1e6)  # times in microseconds: 1 s scores 1.0
+
+
+def _log_time(seconds: np.ndarray) -> np.ndarray:
+    """Scaled log of a time in seconds, in ``[0, 1]`` up to 1 s (``inf`` -> 1)."""
+    scaled = np.log1p(np.minimum(seconds, 1.0) * 1e6) / _LOG_TIME_SCALE
+    return np.where(np.isfinite(seconds), scaled, 1.0)
+
+
+@dataclass(frozen=True)
+class DeviceFeatures:
+    """Device-aware arrays of one (graph, platform) pair, unpadded; every value lies in ``[0, 1]``.
+
+    Attributes:
+        node_device: ``(G, D, 3)`` float32 per group and device (:data:`NODE_DEVICE_FEATURES`): scaled log of
+            the estimated compute time, fastest device's time / this device's (0 if it cannot run the
+            group), 1 if the group's weights and outputs fit in the device's memory.
+        edge_link: ``(E, D * D)`` float32: scaled log of the time to send the edge's bytes over link
+            ``i -> j`` (entry ``i * D + j``; 0 on the diagonal).
+        device: ``(D, 5)`` float32 per device (:data:`DEVICE_FEATURES`): fastest device's whole-graph
+            compute time / this device's, scaled log memory (1 TiB -> 1), scaled log invoke overhead,
+            1 for the host, scaled log mean outgoing link bandwidth (1 TB/s -> 1).
+    """
+
+    node_device: np.ndarray
+    edge_link: np.ndarray
+    device: np.ndarray
+
+
+def device_features(cost: Any, fits: np.ndarray) -> DeviceFeatures:
+    """Device-aware features from a cost model (:class:`~placement_gym.simulation.cost_model.CostModel`)
+    and the ``(G, D)`` memory mask; the same definitions on every graph and platform, so that one policy
+    can serve several."""
+    compute = np.asarray(cost.compute, dtype=np.float64)  # (G, D)
+    g, d = compute.shape
+    runnable = np.isfinite(compute)
+    fastest = np.where(runnable, compute, np.inf).min(axis=1, keepdims=True)  # (G, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(runnable & (compute > 0), fastest / compute, np.where(runnable, 1.0, 0.0))
+    node_device = np.stack([_log_time(compute), relative, fits.astype(np.float64)], axis=-1)
+    e = len(cost.edge_bytes)
+    link = np.zeros((e, d, d))
+    for i in range(d):
+        for j in range(d):
+            if i != j:
+                link[:, i, j] = _log_time(np.asarray(cost.transfer_time(cost.edge_bytes, i, j), dtype=np.float64))
+    total = np.where(runnable, compute, 0.0).sum(axis=0)  # (D,)
+    total = np.where(runnable.all(axis=0), total, np.inf)
+    best = total.min() if np.isfinite(total).any() else np.inf
+    speed = np.where(np.isfinite(total) & (total > 0), best / total, 0.0)
+    bandwidth = np.where(np.eye(d, dtype=bool), np.nan, np.asarray(cost.link_bandwidth, dtype=np.float64))
+    mean_bw = np.nan_to_num(np.nanmean(np.minimum(bandwidth, 1e12), axis=1) if d > 1 else np.zeros(d))
+    device = np.column_stack(
+        [
+            speed,
+            np.log1p(np.asarray(cost.capacity) / 2**20) / np.log1p(2**20),
+            _log_time(np.asarray(cost.invoke_overhead, dtype=np.float64)),
+            np.arange(d) == cost.host,
+            np.log1p(mean_bw / 1e6) / np.log1p(1e6),
+        ]
+    )
+    out = DeviceFeatures(
+        node_device.astype(np.float32), link.reshape(e, d * d).astype(np.float32), device.astype(np.float32)
+    )
+    for arr in (out.node_device, out.edge_link, out.device):
+        np.clip(arr, 0.0, 1.0, out=arr)
+        arr.flags.writeable = False
+    return out

@@ -24,7 +24,7 @@ from placement_gym.backends.base import check_placements
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
-from placement_gym.features import StaticFeatures, static_features
+from placement_gym.features import DeviceFeatures, StaticFeatures, device_features, static_features
 from placement_gym.platforms import Platform, load_platform
 from placement_gym.rewards import Reward, get_reward
 
@@ -101,6 +101,7 @@ class PlacementProblem:
         self._baseline_failure: str | None = None
         self._device_mask: np.ndarray | None = None
         self._features: StaticFeatures | None = None
+        self._device_features: DeviceFeatures | None = None
         self._cost_model = None
 
     @classmethod
@@ -177,6 +178,18 @@ class PlacementProblem:
         if self._features is None:
             self._features = static_features(self.coarse, self.num_groups, self.coarse.graph.num_edges)
         return self._features
+
+    @property
+    def device_features(self) -> DeviceFeatures:
+        """Device-aware features (per group and device, per edge and link, per device) from
+        :meth:`cost_model`, unpadded, computed once (:func:`placement_gym.features.device_features`)."""
+        if self._device_features is None:
+            cost = self.cost_model()
+            q = self.coarse.graph
+            if not (np.array_equal(cost.edge_src, q.edge_src) and np.array_equal(cost.edge_dst, q.edge_dst)):
+                raise PlacementGymError("the cost model's edges are not the coarse graph's, in order")
+            self._device_features = device_features(cost, self.device_mask)
+        return self._device_features
 
     def cost_model(self):
         """The :class:`~placement_gym.simulation.cost_model.CostModel` of this graph and platform.

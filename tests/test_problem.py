@@ -161,3 +161,20 @@ def test_every_mode_refuses_a_step_after_the_episode_ended():
 
 def test_load_platform_name_is_kept(problem):
     assert problem.platform.name == load_platform("cpu-dgpu").name == "cpu-dgpu"
+
+
+@pytest.mark.parametrize("platform", ["cpu-dgpu", "cpu-igpu", "multi-accel"])
+def test_device_features_are_bounded_and_consistent(platform):
+    problem = PlacementProblem.make("tiny_bert", platform, "simulated")
+    f, cost = problem.device_features, problem.cost_model()
+    g, d, e = problem.num_groups, problem.num_devices, problem.coarse.graph.num_edges
+    assert f.node_device.shape == (g, d, 3) and f.edge_link.shape == (e, d * d) and f.device.shape == (d, 5)
+    for arr in (f.node_device, f.edge_link, f.device):
+        assert arr.dtype == np.float32 and arr.min() >= 0.0 and arr.max() <= 1.0
+    np.testing.assert_array_equal(f.node_device[:, :, 2], problem.device_mask)
+    np.testing.assert_allclose(f.node_device[:, :, 1].max(axis=1), 1.0)  # the fastest device of each group
+    fastest = np.argmin(cost.compute, axis=1)
+    assert np.all(f.node_device[np.arange(g), fastest, 0] <= f.node_device[:, :, 0].max(axis=1))
+    assert f.device[:, 0].max() == 1.0 and f.device[problem.host, 3] == 1.0 and f.device[:, 3].sum() == 1.0
+    diagonal = f.edge_link.reshape(e, d, d)[:, np.arange(d), np.arange(d)]
+    assert not diagonal.any() and (f.edge_link.sum(axis=1) > 0).all()

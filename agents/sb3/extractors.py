@@ -20,7 +20,9 @@ depend on ``N``: the same weights serve graphs of any size (``N`` is only the pa
 
 Subclasses choose the message-passing layer, as in PyG's ``basic_gnn.py``: :class:`GCNExtractor`,
 :class:`GATExtractor` (GATv2), :class:`SAGEExtractor`. Edges are used in both directions by default (a
-group's placement depends on its producers and its consumers).
+group's placement depends on its producers and its consumers). With device-aware observations
+(``observation="device"``) the per-(group, device) features and the device descriptors join each node's
+input and the per-link transfer times join each edge's features.
 
 Example::
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
@@ -64,15 +67,19 @@ OBS_KEYS = (
     "placement",
     "current_node",
 )
+#: Device-aware keys (``observation="device"``), used when the observation space has them.
+DEVICE_OBS_KEYS = ("node_device_features", "edge_link_features", "device_features")
 
 
 class GraphBatch(NamedTuple):
     """A batch of ``B`` padded graphs as one PyG-style graph of ``V`` real nodes and ``M`` real edges.
 
     Attributes:
-        x: ``(V, F + D + 1)`` node inputs: static features, placement one-hot, current-node flag.
+        x: ``(V, F + D + 1)`` node inputs: static features, placement one-hot, current-node flag (and,
+            with device-aware observations, each node's per-device features and the device descriptors:
+            ``F + D + 1 + 3D + 5D`` columns).
         edge_index: ``(2, M)`` int64 indices into ``x``.
-        edge_attr: ``(M, 1)`` edge features.
+        edge_attr: ``(M, 1)`` edge features (``(M, 1 + D^2)`` with the per-link transfer times).
         batch: ``(V,)`` int64 sample index of each node.
         current: ``(V,)`` current-node flag of each node.
     """
@@ -129,9 +136,13 @@ def unpad(obs: dict[str, Tensor]) -> GraphBatch:
     """
     node_mask = obs["node_mask"] > 0.5  # (B, N)
     b, n = node_mask.shape
-    x_dense = torch.cat(
-        [obs["node_features"], obs["placement"], obs["current_node"].unsqueeze(-1)], dim=-1
-    )  # (B, N, F + D + 1)
+    parts = [obs["node_features"], obs["placement"], obs["current_node"].unsqueeze(-1)]  # (B, N, F + D + 1)
+    edge_features = obs["edge_features"]  # (B, E, 1)
+    if "node_device_features" in obs:  # device-aware observation: per-device columns on every node
+        parts.append(obs["node_device_features"].reshape(b, n, -1))  # (B, N, 3D)
+        parts.append(obs["device_features"].reshape(b, 1, -1).expand(b, n, -1))  # (B, N, 5D)
+        edge_features = torch.cat([edge_features, obs["edge_link_features"]], dim=-1)  # (B, E, 1 + D^2)
+    x_dense = torch.cat(parts, dim=-1)
     flat_mask = node_mask.reshape(-1)  # (B * N,)
     # New index of every padded slot: the number of real nodes before it (valid only for real nodes).
     new_index = torch.cumsum(flat_mask.long(), 0) - 1  # (B * N,)
@@ -144,7 +155,7 @@ def unpad(obs: dict[str, Tensor]) -> GraphBatch:
     return GraphBatch(
         x=x_dense.reshape(b * n, -1)[flat_mask],
         edge_index=torch.stack([new_index[src], new_index[dst]]),
-        edge_attr=obs["edge_features"][edge_mask],
+        edge_attr=edge_features[edge_mask],
         batch=batch,
         current=obs["current_node"].reshape(-1)[flat_mask],
     )
@@ -189,7 +200,13 @@ class GraphExtractor(BaseFeaturesExtractor):
         self.max_nodes, self.num_devices, self.hidden = n, d, hidden
         self.node_dim, self.context_dim = hidden, 3 * hidden
         self.bidirectional = bidirectional
-        self.input = nn.Linear(f + d + 1, hidden)
+        self.device_aware = all(k in observation_space.spaces for k in DEVICE_OBS_KEYS)
+        in_dim, self.edge_dim = f + d + 1, 1
+        if self.device_aware:
+            in_dim += int(np.prod(observation_space["node_device_features"].shape[1:]))
+            in_dim += int(np.prod(observation_space["device_features"].shape))
+            self.edge_dim += observation_space["edge_link_features"].shape[1]
+        self.input = nn.Linear(in_dim, hidden)
         self.convs = nn.ModuleList(self.init_conv(hidden, hidden) for _ in range(layers))
         self.act = activation()
         self.reset_parameters()
@@ -199,7 +216,7 @@ class GraphExtractor(BaseFeaturesExtractor):
         raise NotImplementedError
 
     def conv_kwargs(self, edge_attr: Tensor) -> dict[str, Tensor]:
-        """Extra arguments of a layer's ``forward`` built from the ``(M, 1)`` edge features."""
+        """Extra arguments of a layer's ``forward`` built from the ``(M, edge_dim)`` edge features."""
         return {}
 
     def reset_parameters(self) -> None:
@@ -271,7 +288,7 @@ class GATExtractor(GraphExtractor):
     def init_conv(self, in_channels: int, out_channels: int) -> nn.Module:
         if out_channels % self.heads:
             raise PlacementGymError(f"hidden={out_channels} must be divisible by heads={self.heads}")
-        return GATv2Conv(in_channels, out_channels // self.heads, heads=self.heads, edge_dim=1)
+        return GATv2Conv(in_channels, out_channels // self.heads, heads=self.heads, edge_dim=self.edge_dim)
 
     def conv_kwargs(self, edge_attr: Tensor) -> dict[str, Tensor]:
         return {"edge_attr": edge_attr}

@@ -35,7 +35,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
-from placement_gym.errors import PlacementGymError
+from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
+from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.problem import problem_of
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
 
@@ -226,6 +228,8 @@ class _GNNMethod(SB3Method):
         hidden: Node embedding width.
         layers: Message-passing layers.
         head: Hidden widths of the per-node logit MLP and of the value MLP.
+        observation: ``"graph"`` or ``"device"`` (device-aware keys, see ``DevicePlacementEnv``): train
+            on a view of the given env's problem with that observation; ``None``: the env's own.
         **kwargs: :class:`SB3Method` arguments and algorithm hyperparameters.
     """
 
@@ -237,11 +241,29 @@ class _GNNMethod(SB3Method):
         hidden: int = 64,
         layers: int = 3,
         head: tuple[int, ...] = (64,),
+        observation: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if observation not in (None, *OBSERVATIONS):
+            raise UnknownNameError("observation", str(observation), OBSERVATIONS)
         self.extractor = extractor_class(gnn)
         self.gnn, self.hidden, self.layers, self.head = gnn, hidden, layers, list(head)
+        self.observation = observation
         super().__init__(**kwargs)
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        inner = env.unwrapped
+        if self.observation is not None and inner.observation != self.observation:
+            env = DevicePlacementEnv(
+                problem=problem_of(env),
+                observation=self.observation,
+                mode=inner.mode,
+                sequential_reward=inner.sequential_reward,
+                initial_placement=inner.initial_placement,
+                max_nodes=inner.max_nodes,
+                max_edges=inner.max_edges,
+            )
+        return super()._place(env, tracker, seed)
 
     def policy(self) -> tuple[Any, dict[str, Any]]:
         return self.policy_class, {

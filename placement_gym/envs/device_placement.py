@@ -12,11 +12,12 @@ from placement_gym.backends import LatencyBackend, LatencyResult
 from placement_gym.benchmarks import Benchmark
 from placement_gym.envs.render import figure_to_rgb, placement_figure, placement_table
 from placement_gym.errors import PlacementError, UnknownNameError
-from placement_gym.features import NUM_NODE_FEATURES, pad_features
+from placement_gym.features import NODE_DEVICE_FEATURES, NUM_NODE_FEATURES, pad_features
 from placement_gym.platforms import Platform
 from placement_gym.problem import Evaluation, PlacementProblem
 
 MODES = ("oneshot", "sequential")
+OBSERVATIONS = ("graph", "device")
 INITIAL_PLACEMENTS = ("host", "random", "best_single")
 _BIG = np.float32(3.0e38)  # finite Box bound
 
@@ -66,6 +67,16 @@ class DevicePlacementEnv(gym.Env):
     | ``edge_mask`` | ``(E,)`` | float32 | ``[0, 1]`` | 1 for real edges |
     | ``placement`` | ``(N, D)`` | float32 | ``[0, 1]`` | one-hot device of each group in the current placement (all zero if unplaced) |
     | ``current_node`` | ``(N,)`` | float32 | ``[0, 1]`` | one-hot of the group to place next (sequential mode; zeros in one-shot) |
+
+    With ``observation="device"`` three device-aware keys are added (the keys above are unchanged), from the
+    problem's cost model (for measured envs: the profiled model of the same platform), with the same
+    definitions on every graph and platform (:func:`placement_gym.features.device_features`):
+
+    | key | shape | dtype | bounds | meaning |
+    |---|---|---|---|---|
+    | ``node_device_features`` | ``(N, D, 3)`` | float32 | ``[0, 1]`` | per group and device: scaled log compute time, fastest time / this device's, fits in memory |
+    | ``edge_link_features`` | ``(E, D * D)`` | float32 | ``[0, 1]`` | per edge and link ``i -> j`` (entry ``i * D + j``): scaled log transfer time |
+    | ``device_features`` | ``(D, 5)`` | float32 | ``[0, 1]`` | per device: relative whole-graph speed, scaled log memory, scaled log invoke overhead, is host, scaled log outgoing bandwidth |
 
     ## Rewards
 
@@ -122,7 +133,8 @@ class DevicePlacementEnv(gym.Env):
     ``"ray"`` or a ready :class:`LatencyBackend`), ``backend_kwargs``, ``coarsening`` (``"ops"``,
     ``"fused"``, ``"k"``), ``k`` (at most ``k`` groups), ``reward``, ``infeasible_reward`` (these build the
     problem; or pass a ready ``problem=``), ``mode``, ``sequential_reward``, ``initial_placement``,
-    ``max_nodes``/``max_edges`` (pad to share spaces across graphs), ``render_mode`` (``"ansi"``: a table;
+    ``max_nodes``/``max_edges`` (pad to share spaces across graphs), ``observation`` (``"graph"``: the
+    seven keys above; ``"device"``: plus the device-aware keys), ``render_mode`` (``"ansi"``: a table;
     ``"rgb_array"``: the graph coloured by device).
 
     ## Public accessors
@@ -135,7 +147,9 @@ class DevicePlacementEnv(gym.Env):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Later additions that leave the default spaces and rewards unchanged:
+      ``observation="device"`` (device-aware keys, opt-in); ``step()`` after the end of a one-shot episode
+      raises instead of evaluating again.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
@@ -158,12 +172,14 @@ class DevicePlacementEnv(gym.Env):
         backend_kwargs: dict[str, Any] | None = None,
         render_mode: str | None = None,
         problem: PlacementProblem | None = None,
+        observation: str = "graph",
     ) -> None:
         for name, value, valid in (
             ("mode", mode, MODES),
             ("initial placement", initial_placement, INITIAL_PLACEMENTS),
             ("sequential reward", sequential_reward, ("final", "incremental")),
             ("render mode", render_mode, (None, *self.metadata["render_modes"])),
+            ("observation", observation, OBSERVATIONS),
         ):
             if value not in valid:
                 raise UnknownNameError(name, str(value), [str(v) for v in valid])
@@ -198,19 +214,35 @@ class DevicePlacementEnv(gym.Env):
             )
         self.max_nodes, self.max_edges = n, e
         self._static = pad_features(problem.features, n, e)
-        self.observation_space = spaces.Dict(
-            {
-                "node_features": spaces.Box(0.0, _BIG, (n, NUM_NODE_FEATURES), np.float32),
-                "node_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
-                "edge_index": spaces.Box(0, max(n - 1, 0), (2, e), np.int64),
-                "edge_features": spaces.Box(0.0, _BIG, (e, 1), np.float32),
-                "edge_mask": spaces.Box(0.0, 1.0, (e,), np.float32),
-                "placement": spaces.Box(0.0, 1.0, (n, d), np.float32),
-                "current_node": spaces.Box(0.0, 1.0, (n,), np.float32),
+        obs_spaces = {
+            "node_features": spaces.Box(0.0, _BIG, (n, NUM_NODE_FEATURES), np.float32),
+            "node_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
+            "edge_index": spaces.Box(0, max(n - 1, 0), (2, e), np.int64),
+            "edge_features": spaces.Box(0.0, _BIG, (e, 1), np.float32),
+            "edge_mask": spaces.Box(0.0, 1.0, (e,), np.float32),
+            "placement": spaces.Box(0.0, 1.0, (n, d), np.float32),
+            "current_node": spaces.Box(0.0, 1.0, (n,), np.float32),
+        }
+        self.observation = observation
+        self._device_static: dict[str, np.ndarray] = {}
+        if observation == "device":
+            f = problem.device_features
+            node_device = np.zeros((n, d, len(NODE_DEVICE_FEATURES)), dtype=np.float32)  # (N, D, 3)
+            node_device[:g] = f.node_device
+            edge_link = np.zeros((e, d * d), dtype=np.float32)  # (E, D * D)
+            edge_link[:edges] = f.edge_link
+            self._device_static = {
+                "node_device_features": node_device,
+                "edge_link_features": edge_link,
+                "device_features": np.array(f.device),  # (D, 5)
             }
-        )
+            for key, arr in self._device_static.items():
+                arr.flags.writeable = False
+                obs_spaces[key] = spaces.Box(0.0, 1.0, arr.shape, np.float32)
+        self.observation_space = spaces.Dict(obs_spaces)
         self.action_space = spaces.MultiDiscrete([d] * n) if mode == "oneshot" else spaces.Discrete(d)
         self._init_kwargs = dict(
+            observation=observation,
             mode=mode,
             sequential_reward=sequential_reward,
             initial_placement=initial_placement,
@@ -255,6 +287,7 @@ class DevicePlacementEnv(gym.Env):
             "edge_mask": s.edge_mask.copy(),
             "placement": placed,
             "current_node": current,
+            **{key: arr.copy() for key, arr in self._device_static.items()},
         }
 
     def _info(self, evaluation: Evaluation | None) -> dict[str, Any]:

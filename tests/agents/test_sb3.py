@@ -276,3 +276,27 @@ def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact():
     assert np.isfinite(result.latency)
     with pytest.raises(PlacementGymError, match="cannot be pickled"):
         PPOGNN(n_envs=2).make_vec_env(DevicePlacementEnv(backend=env.problem.backend))
+
+
+@pytest.mark.parametrize("gnn", sorted(EXTRACTORS))
+def test_device_aware_observation_reaches_the_extractor(gnn):
+    """observation="device": per-device node columns and per-link edge columns change the embeddings."""
+    env = make_env("tiny_bert", "multi-accel", observation="device", max_nodes=64, max_edges=80)
+    extractor = extractor_class(gnn)(env.observation_space, hidden=16, layers=2)
+    assert extractor.device_aware and extractor.input.in_features == 28 + 4 + 1 + 4 * 3 + 4 * 5
+    obs, _ = env.reset(seed=0)
+    batch = {k: torch.as_tensor(v[None]).float() for k, v in obs.items()}
+    out = extractor(batch)
+    batch["node_device_features"] = torch.zeros_like(batch["node_device_features"])
+    assert not torch.allclose(out, extractor(batch))
+    plain = make_env("tiny_bert", "multi-accel", max_nodes=64, max_edges=80)
+    assert not extractor_class(gnn)(plain.observation_space, hidden=16, layers=2).device_aware
+
+
+def test_method_trains_on_a_device_aware_view_of_the_env():
+    env = make_env("tiny_bert", "multi-accel")
+    result = PPOGNN(observation="device", hidden=16).place(env, budget=24, seed=0)
+    assert result.evaluations == 24 and env.problem.evaluations == 24
+    assert "node_device_features" in result.extra["model"].observation_space.spaces
+    with pytest.raises(UnknownNameError):
+        PPOGNN(observation="devices")
