@@ -25,6 +25,7 @@ import numpy as np
 
 from placement_gym.dag_merge import DagMerge
 from placement_gym.errors import CoarseningError, CyclicGraphError, PlacementError, UnknownNameError
+from placement_gym.fusion import op_layer_index
 from placement_gym.graph import CompGraph, topological_order
 
 LEVELS = ("ops", "fused", "k")
@@ -118,29 +119,34 @@ def coarsen_fused(graph: CompGraph, fused_layers: Iterable[Iterable[str]]) -> Co
         fused_layers: For each executed runtime layer, the names of the IR ops fused into it (rt_info
             ``originalLayersNames``); names not in ``graph`` (constants, inputs) are ignored.
 
-    Ops named by no layer (the runtime renames some, e.g. a MatMul folded into a FullyConnected under
-    its bias Add's name) join the group of their only consumer, else of their only producer. A merge that
-    would make the quotient cyclic is skipped, so the result always satisfies the contract.
+    Each op's layer is :func:`~placement_gym.fusion.op_layer_index` (ops no layer names join their
+    consumers' layer, else their producers'). The ops of a layer are merged along the edges inside it,
+    then across, in passes until none succeeds; a merge that would make the quotient cyclic is skipped.
+    So when the layers form a DAG (every zoo model) the groups are exactly the layers, and otherwise (a
+    layer that only a path through another layer connects) the layer is split as little as the merge
+    order allows; either way the result satisfies the contract.
     """
-    index = {name: i for i, name in enumerate(graph.names)}
+    layer = op_layer_index(graph, [list(names) for names in fused_layers])
     state = DagMerge(graph.num_nodes, graph.edge_src, graph.edge_dst, graph.edge_bytes)
-    named = np.zeros(graph.num_nodes, dtype=bool)
-    for layer in fused_layers:
-        members = [index[n] for n in layer if n in index and not named[index[n]]]
-        named[members] = True
-        for m in members[1:]:
-            a, b = state.find(members[0]), state.find(m)
-            if a != b and state.can_merge(a, b):
+    inside = layer[graph.edge_src] == layer[graph.edge_dst]
+    pending = list(zip(graph.edge_src[inside].tolist(), graph.edge_dst[inside].tolist()))
+    first: dict[int, int] = {}
+    for i, k in enumerate(layer.tolist()):
+        if first.setdefault(k, i) != i:
+            pending.append((first[k], i))  # pieces of a layer that no edge inside it joins
+    changed = True
+    while changed and pending:
+        changed, rejected = False, []
+        for u, v in pending:
+            a, b = state.find(u), state.find(v)
+            if a == b:
+                continue
+            if state.can_merge(a, b):
                 state.merge(a, b)
-    succs, preds = graph.successors(), graph.predecessors()
-    for i in np.flatnonzero(~named).tolist():
-        for neighbours in (succs[i], preds[i]):
-            targets = {state.find(int(j)) for j in neighbours}
-            if len(targets) == 1:
-                a, b = targets.pop(), state.find(i)
-                if a != b and state.can_merge(a, b):
-                    state.merge(a, b)
-                    break
+                changed = True
+            else:
+                rejected.append((u, v))
+        pending = rejected
     return CoarseGraph.from_assignment(graph, state.labels(), "fused")
 
 
