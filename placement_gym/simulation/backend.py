@@ -1,4 +1,4 @@
-"""The simulated backend: latency of a placement from a cost model and a list schedule, in microseconds.
+"""The simulated backend: latency of a placement from a cost model and a list schedule, in seconds.
 
 Costs come from :class:`~placement_gym.simulation.cost_model.CostModel` (real per-layer profiles for the
 ``local`` platform's devices, datasheet rooflines elsewhere); the latency of a placement is the makespan of
@@ -25,12 +25,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
-from placement_gym.simulation.cost_model import CostModel
-from placement_gym.simulation.schedule import Schedule
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, PlacementError
 from placement_gym.platforms import Platform
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
 
 DEFAULT_CACHE_SIZE = 2**16
 #: Reason of a NaN simulated latency: a broken cost model, never cached so that it cannot stick.
