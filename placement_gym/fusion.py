@@ -40,12 +40,14 @@ def runtime_fused_layers(model: ov.Model, device: str = "CPU", config: dict | No
         compiled = core().compile_model(model, device, dict(config or FUSION_CONFIG))
     except Exception as exc:
         raise BackendError(f"cannot compile the model on {device} to read its fusions: {exc}") from exc
-    layers = []
-    for node in compiled.get_runtime_model().get_ordered_ops():
-        info = node.get_rt_info()
-        names = info["originalLayersNames"].astype(str) if "originalLayersNames" in info else ""
-        layers.append([n for n in names.split(",") if n])
-    return layers
+    return [original_names(node) for node in compiled.get_runtime_model().get_ordered_ops()]
+
+
+def original_names(node: ov.Node) -> list[str]:
+    """The IR op names a node of a runtime model executes (rt_info ``originalLayersNames``)."""
+    info = node.get_rt_info()
+    names = info["originalLayersNames"].astype(str) if "originalLayersNames" in info else ""
+    return [n for n in names.split(",") if n]
 
 
 def resolve_owners(

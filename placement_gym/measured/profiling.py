@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
-from placement_gym.fusion import op_layer_index, resolve_owners
+from placement_gym.fusion import op_layer_index, original_names, resolve_owners
 from placement_gym.graph import CompGraph
 from placement_gym.platforms import Device
 
@@ -85,10 +85,8 @@ def measure_layer_times(
         raise BackendError(f"cannot profile the model on {device.name} ({device.ov_device}): {exc}") from exc
     layers = []
     for node in compiled.get_runtime_model().get_ordered_ops():
-        rt = node.get_rt_info()
-        names = rt["originalLayersNames"].astype(str) if "originalLayersNames" in rt else ""
         producers = [i.get_source_output().get_node().get_friendly_name() for i in node.inputs()]
-        layers.append((node.get_friendly_name(), [n for n in names.split(",") if n], producers))
+        layers.append((node.get_friendly_name(), original_names(node), producers))
     times = {name: float(np.median(ts)) for name, ts in samples.items()}
     return times, layers, float(np.median(walls))
 
