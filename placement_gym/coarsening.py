@@ -122,9 +122,9 @@ def coarsen_fused(graph: CompGraph, fused_layers: Iterable[Iterable[str]]) -> Co
     Each op's layer is :func:`~placement_gym.fusion.op_layer_index` (ops no layer names join their
     consumers' layer, else their producers'). The ops of a layer are merged along the edges inside it,
     then across, in passes until none succeeds; a merge that would make the quotient cyclic is skipped.
-    So when the layers form a DAG (every zoo model) the groups are exactly the layers, and otherwise (a
-    layer that only a path through another layer connects) the layer is split as little as the merge
-    order allows; either way the result satisfies the contract.
+    So when the layers form a DAG (every zoo model) the groups are exactly the layers; otherwise (a path
+    leaves a layer and comes back into it) the layer is split where a merge would close a cycle. Either
+    way the result satisfies the contract.
     """
     layer = op_layer_index(graph, [list(names) for names in fused_layers])
     state = DagMerge(graph.num_nodes, graph.edge_src, graph.edge_dst, graph.edge_bytes)
