@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement_gym.dag_merge import DagMerge
 from placement_gym.errors import CoarseningError, CyclicGraphError, PlacementError, UnknownNameError
-from placement_gym.graph import CompGraph
+from placement_gym.fusion import op_layer_index
+from placement_gym.graph import CompGraph, topological_order
 
 LEVELS = ("ops", "fused", "k")
 
@@ -95,99 +97,13 @@ def canonical_assignment(graph: CompGraph, labels: Sequence[int] | np.ndarray) -
     np.minimum.at(first, dense, np.arange(graph.num_nodes))
     gs, gd = dense[graph.edge_src], dense[graph.edge_dst]
     cross = gs != gd
-    succ: list[set[int]] = [set() for _ in range(n_groups)]
-    indeg = np.zeros(n_groups, dtype=np.int64)
-    for s, d in set(zip(gs[cross].tolist(), gd[cross].tolist())):
-        succ[s].add(d)
-        indeg[d] += 1
-    ready = [(int(first[g]), g) for g in range(n_groups) if indeg[g] == 0]
-    heapq.heapify(ready)
+    try:
+        order = topological_order(n_groups, gs[cross], gd[cross], key=first)
+    except CyclicGraphError as exc:
+        raise CyclicGraphError(f"the groups' quotient graph is not a DAG: {exc}") from None
     rank = np.empty(n_groups, dtype=np.int64)
-    done = 0
-    while ready:
-        _, g = heapq.heappop(ready)
-        rank[g] = done
-        done += 1
-        for d in succ[g]:
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                heapq.heappush(ready, (int(first[d]), d))
-    if done != n_groups:
-        raise CyclicGraphError(
-            f"the groups' quotient graph has a cycle ({n_groups - done} groups on or after it)"
-        )
+    rank[order] = np.arange(n_groups)
     return rank[dense].astype(np.int64)
-
-
-class _MutableQuotient:
-    """Groups under successive merges, with the cycle test a merge needs."""
-
-    def __init__(self, graph: CompGraph, labels: np.ndarray) -> None:
-        self.parent = list(range(int(labels.max()) + 1 if len(labels) else 0))
-        n = len(self.parent)
-        self.succ: list[set[int]] = [set() for _ in range(n)]
-        self.pred: list[set[int]] = [set() for _ in range(n)]
-        self.edge_bytes: dict[tuple[int, int], int] = {}
-        for s, d, b in zip(
-            labels[graph.edge_src].tolist(), labels[graph.edge_dst].tolist(), graph.edge_bytes.tolist()
-        ):
-            if s != d:
-                self.succ[s].add(d)
-                self.pred[d].add(s)
-                self.edge_bytes[(s, d)] = self.edge_bytes.get((s, d), 0) + b
-        self.alive = set(range(n))
-
-    def find(self, g: int) -> int:
-        while self.parent[g] != g:
-            self.parent[g] = self.parent[self.parent[g]]
-            g = self.parent[g]
-        return g
-
-    def _reaches_indirectly(self, a: int, b: int) -> bool:
-        """Whether a path of length >= 2 leads from ``a`` to ``b``."""
-        stack = [s for s in self.succ[a] if s != b]
-        seen = set(stack)
-        while stack:
-            g = stack.pop()
-            if g == b:
-                return True
-            for s in self.succ[g]:
-                if s not in seen:
-                    seen.add(s)
-                    stack.append(s)
-        return False
-
-    def can_merge(self, a: int, b: int) -> bool:
-        """Whether merging groups ``a`` and ``b`` keeps the quotient acyclic."""
-        return a != b and not self._reaches_indirectly(a, b) and not self._reaches_indirectly(b, a)
-
-    def merge(self, a: int, b: int) -> int:
-        """Merge ``b`` into ``a`` (the caller checked :meth:`can_merge`); returns ``a``."""
-        for s in list(self.succ[b]):
-            self.pred[s].discard(b)
-            if s != a:
-                self.pred[s].add(a)
-                self.succ[a].add(s)
-                self.edge_bytes[(a, s)] = self.edge_bytes.get((a, s), 0) + self.edge_bytes.pop((b, s))
-            else:
-                self.edge_bytes.pop((b, s))
-        for p in list(self.pred[b]):
-            self.succ[p].discard(b)
-            if p != a:
-                self.succ[p].add(a)
-                self.pred[a].add(p)
-                self.edge_bytes[(p, a)] = self.edge_bytes.get((p, a), 0) + self.edge_bytes.pop((p, b))
-            else:
-                self.edge_bytes.pop((p, b))
-        self.succ[a].discard(a)
-        self.pred[a].discard(a)
-        self.succ[b], self.pred[b] = set(), set()
-        self.parent[b] = a
-        self.alive.discard(b)
-        return a
-
-    def labels(self, labels: np.ndarray) -> np.ndarray:
-        return np.array([self.find(g) for g in labels.tolist()], dtype=np.int64)
 
 
 def coarsen_ops(graph: CompGraph) -> CoarseGraph:
@@ -203,30 +119,35 @@ def coarsen_fused(graph: CompGraph, fused_layers: Iterable[Iterable[str]]) -> Co
         fused_layers: For each executed runtime layer, the names of the IR ops fused into it (rt_info
             ``originalLayersNames``); names not in ``graph`` (constants, inputs) are ignored.
 
-    Ops named by no layer (the runtime renames some, e.g. a MatMul folded into a FullyConnected under
-    its bias Add's name) join the group of their only consumer, else of their only producer. A merge that
-    would make the quotient cyclic is skipped, so the result always satisfies the contract.
+    Each op's layer is :func:`~placement_gym.fusion.op_layer_index` (ops no layer names join their
+    consumers' layer, else their producers'). The ops of a layer are merged along the edges inside it,
+    then across, in passes until none succeeds; a merge that would make the quotient cyclic is skipped.
+    So when the layers form a DAG (every zoo model) the groups are exactly the layers; otherwise (a path
+    leaves a layer and comes back into it) the layer is split where a merge would close a cycle. Either
+    way the result satisfies the contract.
     """
-    index = {name: i for i, name in enumerate(graph.names)}
-    state = _MutableQuotient(graph, np.arange(graph.num_nodes))
-    named = np.zeros(graph.num_nodes, dtype=bool)
-    for layer in fused_layers:
-        members = [index[n] for n in layer if n in index and not named[index[n]]]
-        named[members] = True
-        for m in members[1:]:
-            a, b = state.find(members[0]), state.find(m)
-            if a != b and state.can_merge(a, b):
+    layer = op_layer_index(graph, [list(names) for names in fused_layers])
+    state = DagMerge(graph.num_nodes, graph.edge_src, graph.edge_dst, graph.edge_bytes)
+    inside = layer[graph.edge_src] == layer[graph.edge_dst]
+    pending = list(zip(graph.edge_src[inside].tolist(), graph.edge_dst[inside].tolist()))
+    first: dict[int, int] = {}
+    for i, k in enumerate(layer.tolist()):
+        if first.setdefault(k, i) != i:
+            pending.append((first[k], i))  # pieces of a layer that no edge inside it joins
+    changed = True
+    while changed and pending:
+        changed, rejected = False, []
+        for u, v in pending:
+            a, b = state.find(u), state.find(v)
+            if a == b:
+                continue
+            if state.can_merge(a, b):
                 state.merge(a, b)
-    succs, preds = graph.successors(), graph.predecessors()
-    for i in np.flatnonzero(~named).tolist():
-        for neighbours in (succs[i], preds[i]):
-            targets = {state.find(int(j)) for j in neighbours}
-            if len(targets) == 1:
-                a, b = targets.pop(), state.find(i)
-                if a != b and state.can_merge(a, b):
-                    state.merge(a, b)
-                    break
-    return CoarseGraph.from_assignment(graph, state.labels(np.arange(graph.num_nodes)), "fused")
+                changed = True
+            else:
+                rejected.append((u, v))
+        pending = rejected
+    return CoarseGraph.from_assignment(graph, state.labels(), "fused")
 
 
 def coarsen_k(coarse: CoarseGraph | CompGraph, k: int) -> CoarseGraph:
@@ -255,7 +176,7 @@ def coarsen_k(coarse: CoarseGraph | CompGraph, k: int) -> CoarseGraph:
     flops, size = q.nodes["flops"], q.nodes["out_bytes"] + q.nodes["param_bytes"]
     weight = list(flops / max(flops.sum(), 1.0) + size / max(float(size.sum()), 1.0))
     total_bytes = max(float(q.edge_bytes.sum()), 1.0)
-    state = _MutableQuotient(q, np.arange(q.num_nodes))
+    state = DagMerge(q.num_nodes, q.edge_src, q.edge_dst, q.edge_bytes)
     stamp = [0] * q.num_nodes
 
     def push(heap: list, u: int, v: int) -> None:
@@ -297,7 +218,7 @@ def coarsen_k(coarse: CoarseGraph | CompGraph, k: int) -> CoarseGraph:
         a, b = sorted(state.alive, key=lambda g: weight[g])[:2]
         weight[a] += weight[b]
         state.merge(a, b)
-    labels = state.labels(coarse.assignment)
+    labels = state.labels()[coarse.assignment]
     return CoarseGraph.from_assignment(coarse.ops, labels, level)
 
 

@@ -17,12 +17,10 @@ class Reward:
 
     Attributes:
         name: Registry name.
-        description: Formula, for docs and ``info``.
         infeasible: Reward of an infeasible placement.
     """
 
     name: str
-    description: str
     infeasible: float
 
     @property
@@ -47,9 +45,9 @@ class Reward:
 REWARDS = {
     r.name: r
     for r in (
-        Reward("speedup", "baseline_latency / latency - 1 (0 = as fast as the best single device)", -1.0),
-        Reward("log_speedup", "log(baseline_latency / latency)", -5.0),
-        Reward("neg_latency_ms", "-latency in milliseconds", -1e4),
+        Reward("speedup", -1.0),  # baseline / latency - 1: 0 is as fast as the best single device
+        Reward("log_speedup", -5.0),  # log(baseline / latency)
+        Reward("neg_latency_ms", -1e4),  # -latency in milliseconds
     )
 }
 
@@ -63,4 +61,4 @@ def get_reward(name: str, infeasible: float | None = None) -> Reward:
     if name not in REWARDS:
         raise UnknownNameError("reward", name, REWARDS)
     reward = REWARDS[name]
-    return reward if infeasible is None else Reward(reward.name, reward.description, float(infeasible))
+    return reward if infeasible is None else Reward(reward.name, float(infeasible))

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement_gym.errors import CorruptModelError, CyclicGraphError, GraphError
-from placement_gym.graph import CompGraph
+from placement_gym.graph import CompGraph, topological_order
 from tests.strategies import make_graph, random_dags
 
 
@@ -71,3 +73,27 @@ def test_real_graph_features(tiny_cnn):
     # ... which for MaxPool (values + int64 indices) is less than all its outputs
     pool = g.op_types.index("MaxPool")
     assert g.nodes["out_bytes"][pool] == first_output_bytes[pool] * 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags(), st.data())
+def test_topological_order_takes_the_smallest_ready_key(graph, data):
+    n = graph.num_nodes
+    shuffled = data.draw(st.permutations(range(n)))  # relabel so that index order is not topological
+    src = np.array(shuffled)[graph.edge_src] if n else graph.edge_src
+    dst = np.array(shuffled)[graph.edge_dst] if n else graph.edge_dst
+    key = data.draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n))
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(zip(src.tolist(), dst.tolist()))
+    expected = list(nx.lexicographical_topological_sort(g, key=lambda i: (key[i], i)))
+    assert topological_order(n, src, dst, key=key).tolist() == expected
+    assert topological_order(n, src, dst).tolist() == list(nx.lexicographical_topological_sort(g))
+
+
+def test_topological_order_rejects_cycles():
+    with pytest.raises(CyclicGraphError, match="2 nodes"):
+        topological_order(3, [0, 1, 2], [1, 2, 1])
+    with pytest.raises(CyclicGraphError):
+        topological_order(1, [0], [0])
+    assert topological_order(3, [0, 0], [2, 2]).tolist() == [0, 1, 2]  # parallel edges are fine

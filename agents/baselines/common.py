@@ -4,12 +4,11 @@ topological order, and budget-aware evaluation.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from agents.base import BudgetTracker
 from placement_gym.errors import PlacementGymError
+from placement_gym.graph import topological_order
 from placement_gym.problem import PlacementProblem
 from placement_gym.simulation.cost_model import CostModel
 
@@ -57,20 +56,7 @@ def priority_topological_order(cost: CostModel, priority: np.ndarray) -> np.ndar
     Returns:
         Group indices, shape ``(G,)``, int64.
     """
-    g = cost.num_groups
-    indeg = np.bincount(cost.edge_dst, minlength=g)
-    succs = successors(cost)
-    heap = [(-float(priority[i]), i) for i in range(g) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        order.append(i)
-        for j, _ in succs[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(heap, (-float(priority[j]), j))
-    return np.array(order, dtype=np.int64)
+    return topological_order(cost.num_groups, cost.edge_src, cost.edge_dst, key=-np.asarray(priority))
 
 
 def transfer(cost: CostModel, nbytes: float, src: int, dst: int) -> float:

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from placement_gym.errors import PlacementError, UnknownNameError
+from placement_gym.errors import PlacementError
 from placement_gym.problem import PlacementProblem
 
 
@@ -29,11 +29,9 @@ class SingleDevice(PlacementMethod):
 
     def _device_index(self, problem: PlacementProblem) -> int:
         platform = problem.platform
-        names = [dev.name for dev in platform.devices]
         if isinstance(self.device, str):
-            if self.device not in names:
-                raise UnknownNameError("device", self.device, names)
-            return names.index(self.device)
+            return platform.device_index(self.device)
+        names = [dev.name for dev in platform.devices]
         index = int(self.device)  # type: ignore[arg-type]
         if not 0 <= index < len(names):
             raise PlacementError(f"device index {index} out of range [0, {len(names)}) (devices: {names})")

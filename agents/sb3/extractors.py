@@ -262,10 +262,6 @@ class GraphExtractor(BaseFeaturesExtractor):
         """Recover the parts of :meth:`forward`'s ``(B, features_dim)`` output."""
         return split_features(features, self.max_nodes, self.hidden)
 
-    def node_embeddings(self, observations: dict[str, Tensor]) -> GraphFeatures:
-        """Run the extractor and split its output (for systems that use the embeddings directly)."""
-        return self.split(self(observations))
-
 
 class GCNExtractor(GraphExtractor):
     """Graph convolutions (Kipf & Welling, 2017); edge weight ``1 + log bytes`` of the edge."""

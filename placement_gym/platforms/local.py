@@ -6,9 +6,11 @@ Built from ``openvino.Core().available_devices`` when first asked for:
   ``cpu0`` and ``cpu1`` (kind ``virtual``, OpenVINO device ``"CPU"``), each compiled with one inference
   thread (``INFERENCE_NUM_THREADS=1``), ``ENABLE_CPU_PINNING=False`` and an explicit ``f32`` precision.
   Without disabling pinning, two 1-thread models started concurrently are pinned to the same core and run
-  one after the other; with it, the OS scheduler puts them on different cores and they really overlap (see
-  REFERENCES.md, measured here). f32 is explicit because the CPU plugin would otherwise pick bf16 on CPUs
-  with avx512_bf16/AMX, silently changing what is measured. Each gets half of 80% of the physical RAM.
+  one after the other; with it, the OS scheduler puts them on different cores and they really overlap
+  (``ov::hint::enable_cpu_pinning`` in OpenVINO's CPU-device guide, "Performance Hints and Thread
+  Scheduling"; ``tests/platforms/test_platforms.py::test_virtual_cpus_run_concurrently`` checks it here).
+  f32 is explicit because the CPU plugin would otherwise pick bf16 on CPUs with avx512_bf16/AMX, silently
+  changing what is measured. Each gets half of 80% of the physical RAM.
 * A CPU plus GPUs/NPUs: one ``cpu`` device (all cores, f32) plus one device per GPU (``gpu0``...; f16,
   the GPU plugin's native precision) and an ``npu`` (f16).
 

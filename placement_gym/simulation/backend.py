@@ -1,4 +1,4 @@
-"""The simulated backend: latency of a placement from a cost model and a list schedule, in microseconds.
+"""The simulated backend: latency of a placement from a cost model and a list schedule, in seconds.
 
 Costs come from :class:`~placement_gym.simulation.cost_model.CostModel` (real per-layer profiles for the
 ``local`` platform's devices, datasheet rooflines elsewhere); the latency of a placement is the makespan of
