@@ -1,0 +1,94 @@
+"""Bad input (issue #12, 8-10): empty and corrupt models, dynamic shapes, constructor arguments, platforms."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from placement_gym.errors import ConfigError, UnknownNameError
+from placement_gym.platforms import Device, load_platform, platform_from_dict
+
+_DEVICE = {
+    "name": "a", "kind": "cpu", "ov_device": "CPU", "precision": "f32", "memory_bytes": 1e9,
+    "peak_flops": {"f32": 1e12}, "mem_bandwidth": 1e10, "launch_overhead": 1e-6,
+}  # fmt: skip
+_PLATFORM = {
+    "name": "two",
+    "host": "a",
+    "devices": [_DEVICE, {**_DEVICE, "name": "b"}],
+    "default_link": {"latency": 1e-6, "bandwidth": 1e9},
+}
+
+
+def _platform(**change) -> dict:
+    data = copy.deepcopy(_PLATFORM)
+    data.update(change)
+    return data
+
+
+# ---------------------------------------------------------------------- 2. platform names and files
+@pytest.mark.parametrize("name", ["../../somewhere/x", "platforms/cpu-dgpu", "/etc/passwd", "cpu-dgpu/"])
+def test_a_platform_name_with_a_path_is_refused(name: str) -> None:
+    with pytest.raises(UnknownNameError, match="unknown platform"):
+        load_platform(name)
+
+
+def test_a_platform_file_loads_as_path_or_yaml_suffix(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(_platform()))
+    assert load_platform(path).name == "two"
+    assert load_platform(str(path)).num_devices == 2
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_platform(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"must end in \.yaml"):
+        load_platform(tmp_path / "mine.txt")
+    path.write_text("devices: [unclosed")
+    with pytest.raises(ConfigError, match="cannot read platform file"):
+        load_platform(path)
+    with pytest.raises(ConfigError, match="a name or a path"):
+        load_platform(3)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- 10. platform schema
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"host": "gpu"}, "host 'gpu' names no device"),
+        ({"devices": [{**_DEVICE, "speed": 3}, {**_DEVICE, "name": "b"}]}, r"devices\[0\] 'a'.speed: unknown field"),
+        (
+            {"devices": [{k: v for k, v in _DEVICE.items() if k != "memory_bytes"}, {**_DEVICE, "name": "b"}]},
+            r"devices\[0\] 'a'.memory_bytes: Field required",
+        ),
+        ({"devices": [{**_DEVICE, "launch_overhead": math.inf}, {**_DEVICE, "name": "b"}]}, "launch_overhead"),
+        ({"devices": [{**_DEVICE, "launch_overhead": -1}, {**_DEVICE, "name": "b"}]}, "launch_overhead"),
+        ({"devices": [{**_DEVICE, "mem_bandwidth": "fast"}, {**_DEVICE, "name": "b"}]}, "mem_bandwidth"),
+        ({"devices": [_DEVICE, _DEVICE]}, "unique"),
+        ({"devices": []}, "devices"),
+        ({"default_link": {"latency": 1e-6, "bandwidth": math.nan}}, "default_link.bandwidth"),
+    ],
+)
+def test_platform_schema_names_the_bad_field(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        platform_from_dict(_platform(**change))
+
+
+def test_platform_file_that_is_not_a_mapping() -> None:
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        platform_from_dict(["a", "b"])
+
+
+def test_yaml_exponent_strings_still_read_as_numbers() -> None:
+    plat = platform_from_dict(_platform(devices=[{**_DEVICE, "mem_bandwidth": "76.8e9"}, {**_DEVICE, "name": "b"}]))
+    assert plat.devices[0].mem_bandwidth == 76.8e9 and plat.host == 0
+
+
+@pytest.mark.parametrize("field", ["launch_overhead", "invoke_overhead", "mem_bandwidth"])
+@pytest.mark.parametrize("value", [math.inf, math.nan, "1e-6", True])
+def test_device_rejects_non_finite_or_non_numbers(field: str, value: object) -> None:
+    kwargs = {**_DEVICE, field: value}
+    with pytest.raises(ConfigError, match=field):
+        Device(**kwargs)
