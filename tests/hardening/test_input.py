@@ -92,3 +92,38 @@ def test_device_rejects_non_finite_or_non_numbers(field: str, value: object) -> 
     kwargs = {**_DEVICE, field: value}
     with pytest.raises(ConfigError, match=field):
         Device(**kwargs)
+
+
+# ---------------------------------------------------------------------- 10. constructor arguments
+def test_unknown_backend_option_is_named_with_a_suggestion(tiny_cnn) -> None:
+    from placement_gym.backends import backend_options, make_backend
+    from placement_gym.envs import DevicePlacementEnv
+
+    with pytest.raises(UnknownNameError, match="option of the simulated backend 'cache_sise'.*'cache_size'"):
+        make_backend("simulated", tiny_cnn, tiny_cnn.coarsen("fused"), load_platform("cpu-dgpu"), cache_sise=3)
+    with pytest.raises(UnknownNameError, match="run_timeout"):  # the measured backend's options are listed
+        DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "measured", backend_kwargs={"timeout": 3})
+    assert "cache_size" in backend_options("simulated") and "run_timeout" in backend_options("measured")
+
+
+@pytest.mark.parametrize("value", ["abc", math.nan, math.inf, True, None])
+def test_infeasible_reward_must_be_a_finite_number(value) -> None:
+    from placement_gym.envs import DevicePlacementEnv
+    from placement_gym.envs.rewards import get_reward
+
+    if value is None:
+        assert get_reward("speedup", value).infeasible == -1.0
+        return
+    with pytest.raises(ConfigError, match="infeasible_reward must be a finite number"):
+        get_reward("speedup", value)
+    with pytest.raises(ConfigError):
+        DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "simulated", infeasible_reward=value)
+
+
+@pytest.mark.parametrize("value", ["10", -1, 2.5, math.inf, math.nan, True])
+def test_simulated_cache_size_is_checked(tiny_cnn, value) -> None:
+    from placement_gym.errors import BackendError
+    from placement_gym.simulation.backend import SimulatedBackend
+
+    with pytest.raises(BackendError, match="cache_size"):
+        SimulatedBackend(tiny_cnn, tiny_cnn.coarsen("fused"), load_platform("cpu-dgpu"), cache_size=value)
