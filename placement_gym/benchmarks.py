@@ -24,6 +24,7 @@ from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
 from placement_gym.zoo import MODELS, LoadedModel, ir_path, load_model
+from placement_gym.zoo.loading import InputShapes, file_sha256
 from placement_gym.cache import cached_entry
 
 
@@ -37,6 +38,9 @@ class Benchmark:
         ops: The op graph.
         fused_layers: IR op names of each layer the CPU runtime executes (see :mod:`placement_gym.fusion`).
         source: Where the OpenVINO model comes from (IR path, or the in-memory model).
+        input_shapes: The static input shapes a dynamic-shape model was given (None: as loaded).
+        source_sha256: SHA-256 of a user model file (IR ``.xml`` + ``.bin``, or ``.onnx``); None for
+            zoo and in-memory models. Results record it so a placement is never shown on another file.
     """
 
     name: str
@@ -45,13 +49,25 @@ class Benchmark:
     fused_layers: list[list[str]]
     source: Path | ov.Model
     _model: ov.Model | None = field(default=None, repr=False)
+    input_shapes: dict[str, list[int]] | None = None
+    source_sha256: str | None = None
 
     @property
     def model(self) -> ov.Model:
         """The OpenVINO model (read lazily from the IR for zoo models)."""
         if self._model is None:
-            self._model = load_model(self.source).model
+            self._model = load_model(self.source, input_shapes=self.input_shapes).model
         return self._model
+
+    def identity(self) -> dict[str, Any]:
+        """What a result records to find this model again: name and version, and for a user model file
+        its path, hash and input shapes."""
+        out: dict[str, Any] = {"model": self.name, "graph_version": self.version}
+        if isinstance(self.source, Path) and self.source_sha256 is not None:
+            out.update(model_path=str(self.source), model_sha256=self.source_sha256)
+            if self.input_shapes:
+                out["input_shapes"] = self.input_shapes
+        return out
 
     def coarsen(self, level: str = "fused", k: int | None = None) -> CoarseGraph:
         """The op graph coarsened at ``level`` (see :func:`placement_gym.coarsening.coarsen`)."""
@@ -76,20 +92,28 @@ class Benchmark:
         return state
 
 
-def _from_loaded(loaded: LoadedModel, source: Path | ov.Model) -> Benchmark:
+def _from_loaded(loaded: LoadedModel, source: Path | ov.Model, **identity: Any) -> Benchmark:
     meta = {"name": loaded.name, "version": loaded.version, "openvino": ov.get_version()}
     ops = graph_from_ov(loaded.model, meta)
     layers = runtime_fused_layers(loaded.model)
-    return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model)
+    return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model, **identity)
 
 
-def load_benchmark(source: Any, example_input: Any = None) -> Benchmark:
+def load_benchmark(
+    source: Any, example_input: Any = None, input_shapes: InputShapes | None = None
+) -> Benchmark:
     """Resolve a model source (zoo name, IR/ONNX path, torch module, ``ov.Model``) into a benchmark.
 
+    Args:
+        source: A zoo name, an ``.xml``/``.onnx`` path, a ``torch.nn.Module`` or an ``ov.Model``.
+        example_input: Example input of a torch module.
+        input_shapes: Static shapes for a model with dynamic inputs, e.g. ``{"x": [1, 3, 224, 224]}``
+            (a dynamic batch dimension alone defaults to 1); see :func:`placement_gym.zoo.loading.make_static`.
+
     Raises:
-        UnknownNameError, ModelError, CorruptModelError: See :func:`placement_gym.zoo.load_model`.
+        UnknownNameError, ModelError, CorruptModelError, ConfigError: See :func:`placement_gym.zoo.load_model`.
     """
-    if isinstance(source, str) and source in MODELS:
+    if isinstance(source, str) and source in MODELS and not input_shapes:
         spec = MODELS[source]
         xml = ir_path(source)
 
@@ -110,10 +134,9 @@ def load_benchmark(source: Any, example_input: Any = None) -> Benchmark:
         ops = CompGraph.load(directory / "graph.npz")
         layers = json.loads((directory / "fused.json").read_text())
         return Benchmark(spec.name, spec.version, ops, layers, xml)
-    loaded = load_model(source, example_input)
-    src = (
-        Path(loaded.meta["source"])
-        if loaded.meta.get("source", "").endswith((".xml", ".onnx"))
-        else loaded.model
-    )
-    return _from_loaded(loaded, src)
+    loaded = load_model(source, example_input, input_shapes)
+    if loaded.meta.get("source", "").endswith((".xml", ".onnx")):
+        path = Path(loaded.meta["source"])
+        shapes = {p.get_any_name(): list(p.get_shape()) for p in loaded.model.inputs} if input_shapes else None
+        return _from_loaded(loaded, path, input_shapes=shapes, source_sha256=file_sha256(path))
+    return _from_loaded(loaded, loaded.model)

@@ -127,3 +127,91 @@ def test_simulated_cache_size_is_checked(tiny_cnn, value) -> None:
 
     with pytest.raises(BackendError, match="cache_size"):
         SimulatedBackend(tiny_cnn, tiny_cnn.coarsen("fused"), load_platform("cpu-dgpu"), cache_size=value)
+
+
+# ---------------------------------------------------------------------- 8-9. model files
+def _conv_ir(directory: Path, shape: list[int], name: str = "m") -> Path:
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter(shape, ov.Type.f32, name="x")
+    w = ops.constant(np.ones((4, 3, 3, 3), np.float32))
+    y = ops.relu(ops.convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    path = directory / f"{name}.xml"
+    ov.save_model(ov.Model([y], [x], name), path, compress_to_fp16=False)
+    return path
+
+
+def test_an_ir_with_no_ops_is_refused_at_load(tmp_path: Path) -> None:
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.errors import ModelError
+
+    x = ops.parameter([1, 3], ov.Type.f32, name="x")
+    ov.save_model(ov.Model([ops.result(x)], [x], "empty"), tmp_path / "empty.xml")
+    with pytest.raises(ModelError, match="no executable ops"):
+        load_benchmark(tmp_path / "empty.xml")
+
+
+def test_a_corrupt_weights_file_keeps_openvinos_reason(tmp_path: Path) -> None:
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.errors import CorruptModelError
+
+    path = _conv_ir(tmp_path, [1, 3, 8, 8])
+    weights = path.with_suffix(".bin")
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CorruptModelError, match="Incorrect weights in bin file"):
+        load_benchmark(path)
+
+
+def test_a_dynamic_batch_alone_defaults_to_one(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from placement_gym.benchmarks import load_benchmark
+
+    path = _conv_ir(tmp_path, [-1, 3, 8, 8])
+    with caplog.at_level(logging.INFO, logger="placement_gym"):
+        bench = load_benchmark(path)
+    assert "dynamic batch dimension" in caplog.text and "using batch 1" in caplog.text
+    assert bench.ops.out_shapes[0] == (1, 4, 8, 8)
+    assert bench.identity()["model_path"] == str(path.resolve()) and len(bench.identity()["model_sha256"]) == 64
+
+
+def test_dynamic_shapes_need_input_shapes(tmp_path: Path) -> None:
+    import pickle
+
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.errors import ModelError
+
+    path = _conv_ir(tmp_path, [-1, 3, -1, -1])
+    with pytest.raises(ModelError, match=r"dynamic input shapes \(x \[\?,3,\?,\?\]\).*--input-shape x="):
+        load_benchmark(path)
+    bench = load_benchmark(path, input_shapes={"x": [2, 3, 16, 16]})
+    assert bench.ops.out_shapes[0] == (2, 4, 16, 16) and bench.input_shapes == {"x": [2, 3, 16, 16]}
+    again = pickle.loads(pickle.dumps(bench))  # a worker process reloads the model with the same shapes
+    assert list(again.model.inputs[0].get_shape()) == [2, 3, 16, 16]
+    with pytest.raises(UnknownNameError, match="model input 'y'"):
+        load_benchmark(path, input_shapes={"y": [1, 3, 8, 8]})
+    with pytest.raises(ConfigError, match="positive integers"):
+        load_benchmark(path, input_shapes={"x": [1, 3, 0, 8]})
+    with pytest.raises(ModelError, match="cannot reshape"):
+        load_benchmark(path, input_shapes={"x": [1, 5, 8, 8]})  # 5 channels for a 3-channel kernel
+    with pytest.raises(ConfigError, match="fixed input shapes"):
+        load_benchmark("tiny_cnn", input_shapes={"x": [1, 3, 8, 8]})
+
+
+@pytest.mark.parametrize("text", ["x", "x=", "=1,2", "x=1,a", "x=1,0", "x=-1,3"])
+def test_parse_input_shape_rejects(text: str) -> None:
+    from placement_gym.zoo.loading import parse_input_shape
+
+    with pytest.raises(ConfigError, match="NAME=D1,D2"):
+        parse_input_shape(text)
+
+
+def test_parse_input_shape() -> None:
+    from placement_gym.zoo.loading import parse_input_shape
+
+    assert parse_input_shape("input_ids=1,128") == ("input_ids", [1, 128])
