@@ -23,7 +23,9 @@ import numpy as np
 from agents import make_method
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
+from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
+from placement_gym.platforms import load_platform
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -102,10 +104,12 @@ def run_cell(
     k: int | None = None,
     backend_kwargs: dict[str, Any] | None = None,
     listeners: tuple = (),
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> ResultRow:
-    """Run one method on a fresh env and return its row."""
+    """Run one method on a fresh env and return its row (``input_shapes``: for a dynamic-shape model file)."""
+    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
-        model, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
+        source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
     try:
         name, kwargs = parse_method(spec)
@@ -113,6 +117,7 @@ def run_cell(
         result = method.place(env, budget=budget, seed=seed, listeners=listeners)
         cpu = env.backend.evaluate(np.full(env.num_groups, cpu_device(env), dtype=np.int64)).latency
         extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
+        identity = env.benchmark.identity()
         return ResultRow(
             model=model,
             graph_version=env.benchmark.version,
@@ -132,6 +137,9 @@ def run_cell(
             history=_thin(result.history),
             extra=extra,
             versions=library_versions(),
+            model_path=identity.get("model_path"),
+            model_sha256=identity.get("model_sha256"),
+            input_shapes=identity.get("input_shapes"),
         )
     finally:
         env.close()
@@ -157,24 +165,31 @@ def run_grid(
     k: int | None = None,
     backend_kwargs: dict | None = None,
     progress: bool = True,
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
     store = ResultStore(out / "results.jsonl")
+    for reason in store.set_aside():
+        print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
     done = store.keys()
+    platform_name = load_platform(platform).name  # rows record the name, also for a platform file
     label = coarse_label(coarsening, k)
     cells = [
         (model, spec, seed)
         for model in models
         for spec in methods
         for seed in (seeds if parse_method(spec)[0] not in _SEEDLESS else seeds[:1])
-        if (model, platform, backend, label, spec, seed, budget) not in done
+        if (model, platform_name, backend, label, spec, seed, budget) not in done
     ]
     bar = _progress(len(cells), progress)
     try:
         for model, spec, seed in cells:
             bar.set_description(f"{model} {method_label(spec)} seed {seed}")
             start = time.perf_counter()
-            row = run_cell(model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs)
+            row = run_cell(
+                model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
+                input_shapes=input_shapes,
+            )  # fmt: skip
             store.append(row)
             bar.update(1)
             bar.write(

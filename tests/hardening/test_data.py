@@ -1,0 +1,147 @@
+"""Data kept safe (issue #12, 4-6): bench resume, ``show`` on torn or hostile records, the disk cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.bench import run_grid
+from experiments.runs import ResultStore
+from experiments.show import load_record, show
+from placement_gym.errors import PlacementError, RecordError
+
+GRID = dict(models=["tiny_cnn"], platform="cpu-dgpu", backend="simulated", progress=False)
+
+
+@pytest.fixture()
+def store_with_row(tmp_path: Path) -> tuple[Path, dict]:
+    run_grid(tmp_path, methods=["heft"], seeds=[0], budget=5, **GRID)
+    path = tmp_path / "results.jsonl"
+    return path, json.loads(path.read_text().splitlines()[0])
+
+
+# ---------------------------------------------------------------------- 4. bench resume
+def test_a_row_appended_after_a_torn_line_stays_readable(store_with_row) -> None:
+    path, _ = store_with_row
+    with open(path, "a") as f:
+        f.write('{"model": "tiny_cnn", "trunc')  # killed mid-write
+    rows = run_grid(path.parent, methods=["heft", "m_sct"], seeds=[0], budget=5, **GRID)
+    assert sorted(r.method for r in rows) == ["heft", "m_sct"]
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line) for line in lines)
+    rejected = [json.loads(line) for line in (path.parent / "results.rejected.jsonl").read_text().splitlines()]
+    assert rejected[0]["line"] == 2 and rejected[0]["text"].endswith("trunc") and "not valid JSON" in rejected[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"history": 5}, "history"),
+        ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
+        ({"placement": None}, "placement"),
+        ({"seed": [0]}, "seed"),
+        ({"latency": "fast"}, "latency"),
+        ("drop:method", "method: Field required"),
+        ("null", "JSON object, got NoneType"),
+        ("array", "JSON object, got list"),
+        ("deep", "nested too deeply"),
+    ],
+)
+def test_a_malformed_row_is_set_aside_with_its_line_number(store_with_row, capsys, change, message) -> None:
+    path, row = store_with_row
+    if change == "null":
+        text = "null"
+    elif change == "array":
+        text = "[1, 2]"
+    elif change == "deep":
+        text = "[" * 100_000
+    elif isinstance(change, str):
+        text = json.dumps({k: v for k, v in row.items() if k != change.split(":")[1]})
+    else:
+        text = json.dumps({**row, "method": "m_sct", **change})
+    with open(path, "a") as f:
+        f.write(text + "\n")
+    with pytest.warns(RuntimeWarning, match=f"line 2: .*{message}"):
+        assert len(ResultStore(path).rows()) == 1
+    rows = run_grid(path.parent, methods=["heft"], seeds=[0], budget=5, **GRID)
+    assert len(rows) == 1 and f"line 2: " in capsys.readouterr().out
+    assert len(path.read_text().splitlines()) == 1
+    assert message.split(":")[0] in (path.parent / "results.rejected.jsonl").read_text()
+
+
+def test_seed_written_as_text_is_the_same_cell(store_with_row, monkeypatch) -> None:
+    path, row = store_with_row
+    path.write_text(json.dumps({**row, "seed": "0", "budget": "5"}) + "\n")
+    import experiments.bench as bench
+
+    monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("finished cell was rerun"))
+    rows = run_grid(path.parent, methods=["heft"], seeds=[0], budget=5, **GRID)
+    assert len(rows) == 1 and rows[0].seed == 0 and rows[0].budget == 5
+
+
+# ---------------------------------------------------------------------- 5. show
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"model": "tiny_cnn", "plat', "not valid JSON"),
+        ("[" * 100_000, "nested too deeply"),
+        ("[1, 2]", "JSON object"),
+        ('{"model": "tiny_cnn"}', "platform: Field required"),
+        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused+kx", "placement": [0]}', "coarsening"),
+        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [1e999]}', "placement"),
+        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [99999999999999999999]}', "placement"),
+        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [0], "latency": "x"}', "latency"),
+    ],
+)
+def test_show_names_the_problem_of_a_bad_record(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "best_placement.json"
+    path.write_text(text)
+    with pytest.raises(RecordError, match=message):
+        load_record(path)
+
+
+def test_show_rows_of_a_results_file(store_with_row) -> None:
+    path, row = store_with_row
+    with open(path, "a") as f:
+        f.write('{"torn\n')
+    assert load_record(path).model == "tiny_cnn"  # the bad line is skipped
+    with pytest.raises(RecordError, match="row 5 is out of range: .* 1 valid rows"):
+        load_record(path, row=5)
+    with pytest.raises(RecordError, match="no valid rows for model 'bert'"):
+        load_record(path, model="bert")
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(RecordError, match="cannot read"):
+        load_record(path)
+    with pytest.raises(RecordError, match="cannot read"):
+        load_record(path.parent)  # a folder
+
+
+def test_show_checks_placement_against_the_platform(store_with_row) -> None:
+    _, row = store_with_row
+    with pytest.raises(PlacementError, match="uses device 7"):
+        show({**row, "placement": [7] * len(row["placement"])}, None)
+    with pytest.raises(PlacementError, match="entries"):
+        show({**row, "placement": [0]}, None)
+
+
+def test_a_record_of_a_model_file_keeps_its_path_and_hash(tmp_path: Path) -> None:
+    from placement_gym.zoo import ir_path
+
+    xml = tmp_path / "net.xml"
+    source = ir_path("tiny_cnn")
+    xml.write_bytes(source.read_bytes())
+    xml.with_suffix(".bin").write_bytes(source.with_suffix(".bin").read_bytes())
+    rows = run_grid(tmp_path / "out", methods=["heft"], seeds=[0], budget=5, **{**GRID, "models": [str(xml)]})
+    record = load_record(tmp_path / "out" / "results.jsonl")
+    assert record.model_path == str(xml.resolve()) and record.model_sha256 == rows[0].model_sha256
+    assert "heft" in show(record, tmp_path / "p.png")
+    weights = xml.with_suffix(".bin")
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\1")  # same size, other content
+    with pytest.raises(RecordError, match="has changed since the record was made"):
+        show(record, None)
+    xml.unlink()
+    with pytest.raises(RecordError, match="does not exist"):
+        show(record, None)
