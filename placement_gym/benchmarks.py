@@ -24,7 +24,7 @@ from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
 from placement_gym.zoo import MODELS, LoadedModel, ir_path, load_model
-from placement_gym.zoo.loading import InputShapes, file_sha256
+from placement_gym.zoo.loading import InputShapes, file_sha256, ir_location
 from placement_gym.cache import cached_entry
 
 
@@ -56,7 +56,11 @@ class Benchmark:
     def model(self) -> ov.Model:
         """The OpenVINO model (read lazily from the IR for zoo models)."""
         if self._model is None:
-            self._model = load_model(self.source, input_shapes=self.input_shapes).model
+            # a zoo model is read through ir_path, which verifies (or rebuilds) the cached IR first
+            spec = MODELS.get(self.name)
+            zoo = spec is not None and spec.version == self.version and self.source_sha256 is None
+            source = self.name if zoo else self.source
+            self._model = load_model(source, input_shapes=self.input_shapes).model
         return self._model
 
     def identity(self) -> dict[str, Any]:
@@ -115,10 +119,10 @@ def load_benchmark(
     """
     if isinstance(source, str) and source in MODELS and not input_shapes:
         spec = MODELS[source]
-        xml = ir_path(source)
+        xml = ir_location(source)  # verified only when the model itself is read (Benchmark.model)
 
         def write(directory: Path) -> dict[str, Any]:
-            bench = _from_loaded(load_model(xml), xml)
+            bench = _from_loaded(load_model(source), ir_path(source))
             bench.ops.meta.update(name=spec.name, version=spec.version)
             bench.ops.save(directory / "graph.npz")
             (directory / "fused.json").write_text(json.dumps(bench.fused_layers))

@@ -19,7 +19,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.errors import ConfigError, CorruptModelError, ModelError, UnknownNameError
-from placement_gym.cache import cached_entry
+from placement_gym.cache import cache_root, cached_entry
 from placement_gym.zoo.models import MODELS, get_spec
 
 
@@ -75,8 +75,19 @@ def _convert_torch(module: Any, example_input: Any) -> ov.Model:
             raise ModelError(f"OpenVINO could not convert {type(module).__name__}: {exc}") from exc
 
 
+def _ir_key(name: str) -> str:
+    spec = get_spec(name)
+    return f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
+
+
+def ir_location(name: str) -> Path:
+    """Where the cached IR ``.xml`` of zoo model ``name`` lives (not built or verified: see :func:`ir_path`)."""
+    return cache_root() / "ir" / _ir_key(name) / "model.xml"
+
+
 def ir_path(name: str) -> Path:
-    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use.
+    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use and verifying
+    its files' hashes (once per process while they are unchanged).
 
     Raises:
         UnknownNameError: If ``name`` is not a zoo model.
@@ -99,8 +110,7 @@ def ir_path(name: str) -> Path:
             "transformers": transformers.__version__,
         }
 
-    key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
-    directory, _ = cached_entry("ir", key, write)
+    directory, _ = cached_entry("ir", _ir_key(name), write)
     return directory / "model.xml"
 
 

@@ -145,3 +145,97 @@ def test_a_record_of_a_model_file_keeps_its_path_and_hash(tmp_path: Path) -> Non
     xml.unlink()
     with pytest.raises(RecordError, match="does not exist"):
         show(record, None)
+
+
+# ---------------------------------------------------------------------- 6. the disk cache
+def _writer(calls: list, size: int = 64):
+    def write(directory: Path) -> dict:
+        calls.append(directory)
+        (directory / "data.bin").write_bytes(bytes(range(256)) * (size // 256 + 1))
+        return {"what": "test"}
+
+    return write
+
+
+def test_same_size_corruption_of_a_large_file_is_detected(tmp_path: Path, monkeypatch) -> None:
+    from placement_gym import cache
+    from placement_gym.errors import CorruptModelError
+
+    calls: list = []
+    directory, meta = cache.cached_entry("t", "big", _writer(calls, 17 * 2**20), root=tmp_path)
+    assert meta["files"]["data.bin"]["sha256"] and meta["files"]["data.bin"]["bytes"] > 16 * 2**20
+    path = directory / "data.bin"
+    with open(path, "r+b") as f:  # one byte in the middle, same size
+        f.seek(9 * 2**20)
+        byte = f.read(1)
+        f.seek(9 * 2**20)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(CorruptModelError, match="SHA-256"):
+        cache.verify_entry(directory)
+    cache.cached_entry("t", "big", _writer(calls, 17 * 2**20), root=tmp_path)
+    assert len(calls) == 2  # rebuilt
+    cache.verify_entry(directory)
+
+
+def test_an_entry_without_hashes_for_large_files_is_rebuilt(tmp_path: Path) -> None:
+    from placement_gym import cache
+
+    calls: list = []
+    directory, _ = cache.cached_entry("t", "old", _writer(calls), root=tmp_path)
+    meta = json.loads((directory / "meta.json").read_text())
+    meta["files"]["data.bin"]["sha256"] = None  # how the 16 MiB shortcut recorded large files
+    (directory / "meta.json").write_text(json.dumps(meta))
+    cache.cached_entry("t", "old", _writer(calls), root=tmp_path)
+    assert len(calls) == 2
+
+
+def test_stale_temporary_folders_are_removed_by_the_next_writer(tmp_path: Path) -> None:
+    from placement_gym import cache
+
+    base = tmp_path / "t"
+    base.mkdir()
+    stale = [base / ".k.tmp.abc123", base / ".k.corrupt.def456"]
+    for folder in stale:
+        folder.mkdir()
+        (folder / "model.bin").write_bytes(b"half")
+    other = base / ".other.tmp.xyz"
+    other.mkdir()  # another key's writer may still be running: left alone
+    cache.cached_entry("t", "k", _writer([]), root=tmp_path)
+    assert not any(folder.exists() for folder in stale) and other.exists()
+
+
+@pytest.mark.parametrize("where", ["root", "kind", "entry", "lock"])
+def test_a_path_in_the_way_is_a_cache_error_before_any_work(tmp_path: Path, where: str) -> None:
+    from placement_gym import cache
+    from placement_gym.errors import CacheError
+
+    root = tmp_path / "cache"
+    if where == "root":
+        root.write_text("")
+    else:
+        root.mkdir()
+        if where == "kind":
+            (root / "t").write_text("")
+        elif where == "entry":
+            (root / "t").mkdir()
+            (root / "t" / "k").write_text("")
+        else:
+            (root / "t" / ".k.lock").mkdir(parents=True)
+    calls: list = []
+    with pytest.raises(CacheError, match="remove it"):
+        cache.cached_entry("t", "k", _writer(calls), root=root)
+    assert calls == []  # nothing was built
+
+
+def test_a_verified_file_is_hashed_once_per_process(tmp_path: Path, monkeypatch) -> None:
+    from placement_gym import cache
+
+    directory, _ = cache.cached_entry("t", "k", _writer([]), root=tmp_path)
+    hashed: list = []
+    real = cache._sha256
+    monkeypatch.setattr(cache, "_sha256", lambda p: hashed.append(p) or real(p))
+    cache.verify_entry(directory)
+    assert hashed == []  # hashed when written, remembered
+    (directory / "data.bin").write_bytes((directory / "data.bin").read_bytes())  # rewritten: new mtime
+    cache.verify_entry(directory)
+    assert hashed == [directory / "data.bin"]
