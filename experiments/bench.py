@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import make_method
+from agents import make_method, method_class
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
 from placement_gym.benchmarks import load_benchmark
@@ -168,6 +168,8 @@ def run_grid(
     input_shapes: dict[str, list[int]] | None = None,
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
+    for spec in methods:  # an unknown method fails now, not after the cells before it have run
+        method_class(parse_method(spec)[0])
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
@@ -208,21 +210,32 @@ def _progress(total: int, enabled: bool):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid")
-    parser.add_argument("--models", nargs="+")
+    from experiments.train import add_input_shape_argument
+
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid (default: small)"
+    )
+    parser.add_argument("--models", nargs="+", help="zoo names or IR/ONNX paths (default: the preset's)")
     parser.add_argument(
         "--methods", nargs="+", help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu"
     )
-    parser.add_argument("--seeds", nargs="+", type=int)
-    parser.add_argument("--budget", type=int, help="evaluated placements per search method and seed")
-    parser.add_argument("--platform")
-    parser.add_argument("--backend", choices=["simulated", "measured"])
-    parser.add_argument("--coarsening", default="fused")
-    parser.add_argument("--k", type=int, default=None)
+    parser.add_argument("--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's)")
+    parser.add_argument(
+        "--budget", type=int, help="evaluated placements per search method and seed (default: the preset's)"
+    )
+    parser.add_argument(
+        "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
+    )
+    parser.add_argument(
+        "--backend", choices=["simulated", "measured"], help="how latency is obtained (default: the preset's)"
+    )
+    parser.add_argument("--coarsening", default="fused", help="coarsening level: ops, fused or k")
+    parser.add_argument("--k", type=int, default=None, help="at most K groups (with --coarsening k or fused)")
+    add_input_shape_argument(parser)
     parser.add_argument(
         "--out", type=Path, default=None, help="result folder (default results/<preset or custom>)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -248,6 +261,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.coarsening,
         args.k,
         progress=not args.no_progress,
+        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
     )
     table = write_report(rows, out)
     print(table)

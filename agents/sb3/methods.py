@@ -253,6 +253,7 @@ class SB3Method(PlacementMethod):
     def _saved_kwargs(self) -> dict[str, Any]:
         """The constructor arguments that rebuild this method's model (architecture and hyperparameters)."""
         kwargs: dict[str, Any] = {"policy_kwargs": self.extra_policy_kwargs, **self.algo_kwargs}
+        kwargs.pop("tensorboard_log", None)  # where this run logged, not part of the policy
         for name in ("gnn", "hidden", "layers", "head", "net_arch"):
             if hasattr(self, name):
                 kwargs[name] = getattr(self, name)
