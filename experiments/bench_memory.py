@@ -48,7 +48,10 @@ print(json.dumps({"cache_size": cache_size, "steps": steps, "start_mb": start_rs
 
 def run(steps: int, cache_size: int) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(steps), str(cache_size)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", _CHILD, str(steps), str(cache_size)],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     graphs = sub.add_parser(
         "graphs", help="node/edge counts of the benchmark graphs at every coarsening level", parents=[common]
     )
-    graphs.add_argument("--models", nargs="+", default=None, help="zoo models (default: the benchmark models)")
+    graphs.add_argument(
+        "--models", nargs="+", default=None, help="zoo models (default: the benchmark models)"
+    )
     graphs.add_argument("--k", type=int, default=64, help="group count of the k-coarsening level")
     return parser
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from experiments.runs import ResultRow, method_label
 
-
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 

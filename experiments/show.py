@@ -151,7 +151,9 @@ def show(record: PlacementRecord | dict[str, Any], png: Path | None) -> str:
     text = f"{record.model} on {record.platform} ({record.coarsening}), method {method}\n"
     text += placement_table(coarse, platform, placement, latency)
     if png is not None:
-        fig = placement_figure(coarse, platform, placement, f"{record.model}: {method}, {latency * 1e3:.2f} ms")
+        fig = placement_figure(
+            coarse, platform, placement, f"{record.model}: {method}, {latency * 1e3:.2f} ms"
+        )
         fig.savefig(png)
     return text
 

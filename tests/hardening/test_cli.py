@@ -27,7 +27,10 @@ def _train(tmp_path: Path, *extra: str, agent: str = "heft", env_kwargs: dict = 
         (["train", "--agent", "heft", "--env", "DevicePlacementSim-bret-v0"], "DevicePlacementSim-bert"),
         (["show", "missing.json"], "cannot read missing.json"),
         (["graphs", "--models", "bret"], "unknown model 'bret'"),
-        (["bench", "--models", "tiny_cnn", "--methods", "hef", "--platform", "cpu-dgpu"], "unknown method 'hef'"),
+        (
+            ["bench", "--models", "tiny_cnn", "--methods", "hef", "--platform", "cpu-dgpu"],
+            "unknown method 'hef'",
+        ),
     ],
 )
 def test_a_user_error_is_one_line_and_status_2(tmp_path, monkeypatch, capsys, argv, message) -> None:
@@ -57,8 +60,13 @@ def test_bad_env_kwargs_and_a_dynamic_model_are_user_errors(tmp_path, capsys) ->
     assert "dynamic input shapes" in err and "--input-shape x=" in err and "Traceback" not in err
     assert _train(tmp_path, "--input-shape", "x=1,3,16,16", "--no-progress", env_kwargs=dynamic) == 0
     best = json.loads((tmp_path / "run" / "best_placement.json").read_text())
-    assert best["model_path"] == str((tmp_path / "dyn.xml").resolve()) and best["input_shapes"] == {"x": [1, 3, 16, 16]}
-    assert cli.main(["show", str(tmp_path / "run" / "best_placement.json"), "--png", str(tmp_path / "p.png")]) == 0
+    assert best["model_path"] == str((tmp_path / "dyn.xml").resolve()) and best["input_shapes"] == {
+        "x": [1, 3, 16, 16]
+    }
+    assert (
+        cli.main(["show", str(tmp_path / "run" / "best_placement.json"), "--png", str(tmp_path / "p.png")])
+        == 0
+    )
 
 
 def test_debug_shows_the_traceback(tmp_path) -> None:

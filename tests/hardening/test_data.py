@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from experiments.bench import run_grid
@@ -32,8 +31,14 @@ def test_a_row_appended_after_a_torn_line_stays_readable(store_with_row) -> None
     assert sorted(r.method for r in rows) == ["heft", "m_sct"]
     lines = path.read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line) for line in lines)
-    rejected = [json.loads(line) for line in (path.parent / "results.rejected.jsonl").read_text().splitlines()]
-    assert rejected[0]["line"] == 2 and rejected[0]["text"].endswith("trunc") and "not valid JSON" in rejected[0]["reason"]
+    rejected = [
+        json.loads(line) for line in (path.parent / "results.rejected.jsonl").read_text().splitlines()
+    ]
+    assert (
+        rejected[0]["line"] == 2
+        and rejected[0]["text"].endswith("trunc")
+        and "not valid JSON" in rejected[0]["reason"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,7 +72,7 @@ def test_a_malformed_row_is_set_aside_with_its_line_number(store_with_row, capsy
     with pytest.warns(RuntimeWarning, match=f"line 2: .*{message}"):
         assert len(ResultStore(path).rows()) == 1
     rows = run_grid(path.parent, methods=["heft"], seeds=[0], budget=5, **GRID)
-    assert len(rows) == 1 and f"line 2: " in capsys.readouterr().out
+    assert len(rows) == 1 and "line 2: " in capsys.readouterr().out
     assert len(path.read_text().splitlines()) == 1
     assert message.split(":")[0] in (path.parent / "results.rejected.jsonl").read_text()
 
@@ -90,10 +95,22 @@ def test_seed_written_as_text_is_the_same_cell(store_with_row, monkeypatch) -> N
         ("[" * 100_000, "nested too deeply"),
         ("[1, 2]", "JSON object"),
         ('{"model": "tiny_cnn"}', "platform: Field required"),
-        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused+kx", "placement": [0]}', "coarsening"),
-        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [1e999]}', "placement"),
-        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [99999999999999999999]}', "placement"),
-        ('{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [0], "latency": "x"}', "latency"),
+        (
+            '{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused+kx", "placement": [0]}',
+            "coarsening",
+        ),
+        (
+            '{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [1e999]}',
+            "placement",
+        ),
+        (
+            '{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [99999999999999999999]}',
+            "placement",
+        ),
+        (
+            '{"model": "tiny_cnn", "platform": "cpu-dgpu", "coarsening": "fused", "placement": [0], "latency": "x"}',
+            "latency",
+        ),
     ],
 )
 def test_show_names_the_problem_of_a_bad_record(tmp_path: Path, text: str, message: str) -> None:

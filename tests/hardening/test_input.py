@@ -58,12 +58,23 @@ def test_a_platform_file_loads_as_path_or_yaml_suffix(tmp_path: Path) -> None:
     ("change", "message"),
     [
         ({"host": "gpu"}, "host 'gpu' names no device"),
-        ({"devices": [{**_DEVICE, "speed": 3}, {**_DEVICE, "name": "b"}]}, r"devices\[0\] 'a'.speed: unknown field"),
         (
-            {"devices": [{k: v for k, v in _DEVICE.items() if k != "memory_bytes"}, {**_DEVICE, "name": "b"}]},
+            {"devices": [{**_DEVICE, "speed": 3}, {**_DEVICE, "name": "b"}]},
+            r"devices\[0\] 'a'.speed: unknown field",
+        ),
+        (
+            {
+                "devices": [
+                    {k: v for k, v in _DEVICE.items() if k != "memory_bytes"},
+                    {**_DEVICE, "name": "b"},
+                ]
+            },
             r"devices\[0\] 'a'.memory_bytes: Field required",
         ),
-        ({"devices": [{**_DEVICE, "launch_overhead": math.inf}, {**_DEVICE, "name": "b"}]}, "launch_overhead"),
+        (
+            {"devices": [{**_DEVICE, "launch_overhead": math.inf}, {**_DEVICE, "name": "b"}]},
+            "launch_overhead",
+        ),
         ({"devices": [{**_DEVICE, "launch_overhead": -1}, {**_DEVICE, "name": "b"}]}, "launch_overhead"),
         ({"devices": [{**_DEVICE, "mem_bandwidth": "fast"}, {**_DEVICE, "name": "b"}]}, "mem_bandwidth"),
         ({"devices": [_DEVICE, _DEVICE]}, "unique"),
@@ -82,7 +93,9 @@ def test_platform_file_that_is_not_a_mapping() -> None:
 
 
 def test_yaml_exponent_strings_still_read_as_numbers() -> None:
-    plat = platform_from_dict(_platform(devices=[{**_DEVICE, "mem_bandwidth": "76.8e9"}, {**_DEVICE, "name": "b"}]))
+    plat = platform_from_dict(
+        _platform(devices=[{**_DEVICE, "mem_bandwidth": "76.8e9"}, {**_DEVICE, "name": "b"}])
+    )
     assert plat.devices[0].mem_bandwidth == 76.8e9 and plat.host == 0
 
 
@@ -100,7 +113,9 @@ def test_unknown_backend_option_is_named_with_a_suggestion(tiny_cnn) -> None:
     from placement_gym.envs import DevicePlacementEnv
 
     with pytest.raises(UnknownNameError, match="option of the simulated backend 'cache_sise'.*'cache_size'"):
-        make_backend("simulated", tiny_cnn, tiny_cnn.coarsen("fused"), load_platform("cpu-dgpu"), cache_sise=3)
+        make_backend(
+            "simulated", tiny_cnn, tiny_cnn.coarsen("fused"), load_platform("cpu-dgpu"), cache_sise=3
+        )
     with pytest.raises(UnknownNameError, match="run_timeout"):  # the measured backend's options are listed
         DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "measured", backend_kwargs={"timeout": 3})
     assert "cache_size" in backend_options("simulated") and "run_timeout" in backend_options("measured")
@@ -177,7 +192,9 @@ def test_a_dynamic_batch_alone_defaults_to_one(tmp_path: Path, caplog) -> None:
         bench = load_benchmark(path)
     assert "dynamic batch dimension" in caplog.text and "using batch 1" in caplog.text
     assert bench.ops.out_shapes[0] == (1, 4, 8, 8)
-    assert bench.identity()["model_path"] == str(path.resolve()) and len(bench.identity()["model_sha256"]) == 64
+    assert (
+        bench.identity()["model_path"] == str(path.resolve()) and len(bench.identity()["model_sha256"]) == 64
+    )
 
 
 def test_dynamic_shapes_need_input_shapes(tmp_path: Path) -> None:
