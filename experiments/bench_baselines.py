@@ -45,7 +45,9 @@ def baseline_rows(env, model: str, methods: list[str], milp_time: float) -> Iter
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["bert", "resnet50", "inception_v3"], help="zoo models")
+    parser.add_argument(
+        "--models", nargs="+", default=["bert", "resnet50", "inception_v3"], help="zoo models"
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), help="method names")
     parser.add_argument("--milp-time", type=float, default=120.0, help="time limit of milp and moirai, s")
     args = parser.parse_args()

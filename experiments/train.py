@@ -315,7 +315,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_input_shape_argument(parser)
     parser.add_argument(
-        "--n-envs", type=_positive, default=1, help="envs stepped together by SB3 learners (ignored by others)"
+        "--n-envs",
+        type=_positive,
+        default=1,
+        help="envs stepped together by SB3 learners (ignored by others)",
     )
     parser.add_argument(
         "--ray-address",

@@ -141,6 +141,8 @@ def load_benchmark(
     loaded = load_model(source, example_input, input_shapes)
     if loaded.meta.get("source", "").endswith((".xml", ".onnx")):
         path = Path(loaded.meta["source"])
-        shapes = {p.get_any_name(): list(p.get_shape()) for p in loaded.model.inputs} if input_shapes else None
+        shapes = (
+            {p.get_any_name(): list(p.get_shape()) for p in loaded.model.inputs} if input_shapes else None
+        )
         return _from_loaded(loaded, path, input_shapes=shapes, source_sha256=file_sha256(path))
     return _from_loaded(loaded, loaded.model)

@@ -102,7 +102,9 @@ def verify_entry(directory: Path) -> dict[str, Any]:
                 f"{path} has {path.stat().st_size} bytes, expected {info['bytes']} (truncated or overwritten)"
             )
         if not isinstance(info.get("sha256"), str):
-            raise CorruptModelError(f"cache entry {directory} records no SHA-256 for {name} (an older format)")
+            raise CorruptModelError(
+                f"cache entry {directory} records no SHA-256 for {name} (an older format)"
+            )
         if not _matches(path, info["bytes"], info["sha256"]):
             raise CorruptModelError(f"{path} does not match its recorded SHA-256 (modified or damaged)")
     return meta

@@ -201,8 +201,12 @@ class SB3Method(PlacementMethod):
                 f"{path}: save() writes a folder (weights + JSON), not an SB3 zip; give a path without .zip"
             )
         obs = model.observation_space
-        if not isinstance(obs, gym.spaces.Dict) or not all(isinstance(b, gym.spaces.Box) for b in obs.values()):
-            raise PlacementGymError(f"{self.name}: only Dict-of-Box observation spaces can be saved, got {obs}")
+        if not isinstance(obs, gym.spaces.Dict) or not all(
+            isinstance(b, gym.spaces.Box) for b in obs.values()
+        ):
+            raise PlacementGymError(
+                f"{self.name}: only Dict-of-Box observation spaces can be saved, got {obs}"
+            )
         meta = {
             "format": _POLICY_FORMAT,
             "method": self.name,
@@ -219,7 +223,9 @@ class SB3Method(PlacementMethod):
                 f"{self.name}: its arguments cannot be saved as JSON ({exc}); pass plain numbers, strings and "
                 "lists as policy_kwargs and hyperparameters"
             ) from exc
-        bounds = {f"{k}.{end}": torch.as_tensor(getattr(b, end)) for k, b in obs.items() for end in ("low", "high")}
+        bounds = {
+            f"{k}.{end}": torch.as_tensor(getattr(b, end)) for k, b in obs.items() for end in ("low", "high")
+        }
         path.mkdir(parents=True, exist_ok=True)
         torch.save({"policy": model.policy.state_dict(), "bounds": bounds}, path / "weights.pt")
         (path / "meta.json").write_text(text)
@@ -269,7 +275,9 @@ class SB3Method(PlacementMethod):
             obs_meta, nvec = meta["observation_space"], meta["action_space"]["nvec"]
             kwargs, method, version = dict(meta["kwargs"]), meta["method"], meta["format"]
         except Exception as exc:  # unpickling refused, a missing key, bad JSON: all mean a bad folder
-            raise PlacementGymError(f"{path} is not a readable saved policy: {' '.join(str(exc).split())[:300]}") from exc
+            raise PlacementGymError(
+                f"{path} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
+            ) from exc
         if version != _POLICY_FORMAT or method != self.name:
             raise PlacementGymError(
                 f"{path} holds a {method!r} policy in format {version!r}; this is {self.name!r} (format {_POLICY_FORMAT})"
@@ -286,7 +294,9 @@ class SB3Method(PlacementMethod):
             }
         )
         action_space = gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
-        if env is not None and (env.observation_space != observation_space or env.action_space != action_space):
+        if env is not None and (
+            env.observation_space != observation_space or env.action_space != action_space
+        ):
             raise PlacementGymError(
                 f"env spaces differ from the saved policy's; pad the graph with the same max_nodes/max_edges "
                 f"on the same platform (policy: {action_space}, env: {env.action_space})"
@@ -323,10 +333,14 @@ class _SpacesOnly(gym.Env):
         self.observation_space, self.action_space = observation_space, action_space
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        raise PlacementGymError("a loaded policy has no env; pass env= to load() or use predict_placement(env)")
+        raise PlacementGymError(
+            "a loaded policy has no env; pass env= to load() or use predict_placement(env)"
+        )
 
     def step(self, action):
-        raise PlacementGymError("a loaded policy has no env; pass env= to load() or use predict_placement(env)")
+        raise PlacementGymError(
+            "a loaded policy has no env; pass env= to load() or use predict_placement(env)"
+        )
 
 
 def _versions() -> dict[str, str]:
@@ -335,7 +349,11 @@ def _versions() -> dict[str, str]:
 
     import placement_gym
 
-    return {"placement_gym": placement_gym.__version__, "torch": torch.__version__, "stable_baselines3": stable_baselines3.__version__}
+    return {
+        "placement_gym": placement_gym.__version__,
+        "torch": torch.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+    }
 
 
 class _GNNMethod(SB3Method):

@@ -62,7 +62,9 @@ def check_cache_path(path: str | os.PathLike | None) -> None:
         return
     path = Path(path)
     if path.is_dir():
-        raise BackendError(f"cache_path {path} is a directory; give a file path (e.g. {path / 'results.jsonl'})")
+        raise BackendError(
+            f"cache_path {path} is a directory; give a file path (e.g. {path / 'results.jsonl'})"
+        )
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -212,7 +214,9 @@ class ResultCache:
         placement = np.asarray(line.placement, dtype=np.int64)
         if self.width is not None and placement.shape != (self.width,):
             return None
-        if placement.size and (placement.min() < 0 or (self.num_devices and placement.max() >= self.num_devices)):
+        if placement.size and (
+            placement.min() < 0 or (self.num_devices and placement.max() >= self.num_devices)
+        ):
             return None
         if line.feasible != (math.isfinite(line.latency) and line.latency > 0) or math.isnan(line.latency):
             return None  # feasible results have a positive finite latency, infeasible ones inf

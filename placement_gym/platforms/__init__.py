@@ -66,7 +66,9 @@ class Device:
         if self.kind not in KINDS:
             raise ConfigError(f"device {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
         if self.precision not in PRECISIONS:
-            raise ConfigError(f"device {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}")
+            raise ConfigError(
+                f"device {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}"
+            )
         if self.precision not in self.peak_flops:
             raise ConfigError(f"device {self.name!r} has no peak_flops for its precision {self.precision!r}")
         numbers = {
@@ -159,15 +161,15 @@ class Platform:
     def __post_init__(self) -> None:
         names = [d.name for d in self.devices]
         if not names or len(set(names)) != len(names):
-            raise ConfigError(
-                f"platform {self.name!r} needs at least one device and unique device names"
-            )
+            raise ConfigError(f"platform {self.name!r} needs at least one device and unique device names")
         for i in range(len(names)):
             for j in range(len(names)):
                 if i != j and (i, j) not in self.links:
                     raise ConfigError(f"platform {self.name!r} has no link {names[i]} -> {names[j]}")
         if isinstance(self.host, bool) or not isinstance(self.host, int) or not 0 <= self.host < len(names):
-            raise ConfigError(f"platform {self.name!r}: host {self.host!r} is not a device index 0..{len(names) - 1}")
+            raise ConfigError(
+                f"platform {self.name!r}: host {self.host!r} is not a device index 0..{len(names) - 1}"
+            )
 
     @property
     def num_devices(self) -> int:
@@ -199,9 +201,7 @@ def platform_from_dict(data: Any, source: str = "platform") -> Platform:
         ConfigError: If the data does not follow the schema.
     """
     spec = validate_platform(data, source)
-    devices = tuple(
-        Device(**{**d.model_dump(), "memory_bytes": int(d.memory_bytes)}) for d in spec.devices
-    )
+    devices = tuple(Device(**{**d.model_dump(), "memory_bytes": int(d.memory_bytes)}) for d in spec.devices)
     index = {d.name: i for i, d in enumerate(devices)}
     links: dict[tuple[int, int], Link] = {}
     if spec.default_link is not None:

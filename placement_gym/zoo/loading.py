@@ -151,7 +151,9 @@ def parse_input_shape(text: str) -> tuple[str, list[int]]:
     except ValueError:
         shape = []
     if not sep or not name or not shape or min(shape) < 1:
-        raise ConfigError(f"input shape {text!r} is not NAME=D1,D2,... with positive integers (e.g. x=1,3,224,224)")
+        raise ConfigError(
+            f"input shape {text!r} is not NAME=D1,D2,... with positive integers (e.g. x=1,3,224,224)"
+        )
     return name, shape
 
 
@@ -173,7 +175,9 @@ def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.
         if name not in names:
             raise UnknownNameError("model input", name, names)
         dims = list(shape) if isinstance(shape, (list, tuple)) else None
-        if not dims or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
+        if not dims or any(
+            isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims
+        ):
             raise ConfigError(f"input shape of {name!r} must be a list of positive integers, got {shape!r}")
         shapes[name] = [int(d) for d in dims]
     unresolved = []
@@ -200,7 +204,9 @@ def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.
     return model
 
 
-def load_model(source: Any, example_input: Any = None, input_shapes: InputShapes | None = None) -> LoadedModel:
+def load_model(
+    source: Any, example_input: Any = None, input_shapes: InputShapes | None = None
+) -> LoadedModel:
     """Load a model from any supported source, with static input shapes.
 
     Args:
