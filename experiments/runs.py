@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from placement_gym.errors import RecordError, UnknownNameError
 
@@ -123,7 +123,16 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-_Count = Annotated[int, Field(ge=0)]
+def reject_bool(value: Any) -> Any:
+    """A pydantic before-validator: JSON booleans are not accepted where a number belongs."""
+    if isinstance(value, bool):  # JSON true is not the number 1 here
+        raise ValueError("a boolean is not a number")
+    return value
+
+
+_Int = Annotated[int, BeforeValidator(reject_bool)]
+_Count = Annotated[int, Field(ge=0), BeforeValidator(reject_bool)]
+_Float = Annotated[float, BeforeValidator(reject_bool)]
 _Name = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
@@ -141,15 +150,15 @@ class RowSchema(BaseModel):
     coarsening: _Name
     groups: _Count
     method: _Name
-    seed: int
+    seed: _Int
     budget: _Count | None
-    latency: float | None
-    cpu_only_latency: float | None
-    speedup_vs_cpu: float | None
+    latency: _Float | None
+    cpu_only_latency: _Float | None
+    speedup_vs_cpu: _Float | None
     evaluations: _Count
-    wall_time: float
+    wall_time: _Float
     placement: list[_Count]
-    history: list[tuple[_Count, float | None]] = Field(default_factory=list)
+    history: list[tuple[_Count, _Float | None]] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     model_path: str | None = None

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from experiments.runs import reject_bool
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.render import placement_figure, placement_table
 from placement_gym.errors import PlacementError, RecordError
@@ -27,7 +28,7 @@ from placement_gym.platforms import load_platform
 from placement_gym.zoo.loading import file_sha256
 
 _MAX_RECORD_BYTES = 256 * 2**20  # a results file larger than this is not one bench wrote
-_Device = Annotated[int, Field(ge=0, lt=2**16)]
+_Device = Annotated[int, Field(ge=0, lt=2**16), BeforeValidator(reject_bool)]
 
 
 class PlacementRecord(BaseModel):

@@ -48,6 +48,7 @@ def test_a_row_appended_after_a_torn_line_stays_readable(store_with_row) -> None
         ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
         ({"placement": None}, "placement"),
         ({"seed": [0]}, "seed"),
+        ({"seed": True}, "seed: Value error, a boolean is not a number"),
         ({"latency": "fast"}, "latency"),
         ("drop:method", "method: Field required"),
         ("null", "JSON object, got NoneType"),
