@@ -23,8 +23,9 @@ from placement_gym.coarsening import CoarseGraph, coarsen
 from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
-from placement_gym.zoo import MODELS, LoadedModel, ir_path, load_model
-from placement_gym.zoo.loading import InputShapes, file_sha256, ir_location
+from placement_gym.errors import CorruptModelError
+from placement_gym.zoo import MODELS, LoadedModel, load_model
+from placement_gym.zoo.loading import InputShapes, file_sha256, ir_entry
 from placement_gym.cache import cached_entry
 
 
@@ -41,6 +42,8 @@ class Benchmark:
         input_shapes: The static input shapes a dynamic-shape model was given (None: as loaded).
         source_sha256: SHA-256 of a user model file (IR ``.xml`` + ``.bin``, or ``.onnx``); None for
             zoo and in-memory models. Results record it so a placement is never shown on another file.
+        ir_sha256: For a zoo model, the SHA-256 of the cached IR ``.xml`` the op graph was built from (op
+            names differ between conversions, so the graph is cached per IR).
     """
 
     name: str
@@ -51,16 +54,22 @@ class Benchmark:
     _model: ov.Model | None = field(default=None, repr=False)
     input_shapes: dict[str, list[int]] | None = None
     source_sha256: str | None = None
+    ir_sha256: str | None = None
 
     @property
     def model(self) -> ov.Model:
         """The OpenVINO model (read lazily from the IR for zoo models)."""
         if self._model is None:
-            # a zoo model is read through ir_path, which verifies (or rebuilds) the cached IR first
-            spec = MODELS.get(self.name)
-            zoo = spec is not None and spec.version == self.version and self.source_sha256 is None
-            source = self.name if zoo else self.source
-            self._model = load_model(source, input_shapes=self.input_shapes).model
+            if self.ir_sha256 is None:
+                self._model = load_model(self.source, input_shapes=self.input_shapes).model
+            else:  # a zoo model: its cached IR is verified in full (or rebuilt) before it is read
+                path, digest = ir_entry(self.name)
+                if digest != self.ir_sha256:
+                    raise CorruptModelError(
+                        f"the cached IR of {self.name} was damaged and has been rebuilt since this benchmark "
+                        "was loaded, and its op names changed; call load_benchmark again"
+                    )
+                self._model = load_model(path).model
         return self._model
 
     def identity(self) -> dict[str, Any]:
@@ -119,10 +128,14 @@ def load_benchmark(
     """
     if isinstance(source, str) and source in MODELS and not input_shapes:
         spec = MODELS[source]
-        xml = ir_location(source)  # verified only when the model itself is read (Benchmark.model)
+        # the weights are verified when the model itself is read (Benchmark.model), not on every load
+        xml, ir_digest = ir_entry(source, defer_weights=True)
 
         def write(directory: Path) -> dict[str, Any]:
-            bench = _from_loaded(load_model(source), ir_path(source))
+            path, digest = ir_entry(source)  # in full: the weights are read here
+            if digest != ir_digest:
+                raise CorruptModelError(f"the cached IR of {source} was damaged and rebuilt; load it again")
+            bench = _from_loaded(load_model(path), path)
             bench.ops.meta.update(name=spec.name, version=spec.version)
             bench.ops.save(directory / "graph.npz")
             (directory / "fused.json").write_text(json.dumps(bench.fused_layers))
@@ -131,13 +144,14 @@ def load_benchmark(
                 "version": spec.version,
                 "fusion_config": FUSION_CONFIG,
                 "openvino": ov.get_version(),
+                "ir_sha256": ir_digest,
             }
 
-        key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
+        key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}-ir{ir_digest[:16]}"
         directory, _ = cached_entry("graph", key, write)
         ops = CompGraph.load(directory / "graph.npz")
         layers = json.loads((directory / "fused.json").read_text())
-        return Benchmark(spec.name, spec.version, ops, layers, xml)
+        return Benchmark(spec.name, spec.version, ops, layers, xml, ir_sha256=ir_digest)
     loaded = load_model(source, example_input, input_shapes)
     if loaded.meta.get("source", "").endswith((".xml", ".onnx")):
         path = Path(loaded.meta["source"])

@@ -79,8 +79,13 @@ def _remember(path: Path, digest: str) -> None:
     _VERIFIED[str(path)] = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, digest)
 
 
-def verify_entry(directory: Path) -> dict[str, Any]:
+def verify_entry(directory: Path, defer: tuple[str, ...] = ()) -> dict[str, Any]:
     """Check an entry's files against its ``meta.json`` and return the metadata.
+
+    Args:
+        directory: The entry.
+        defer: Files whose content hash is not checked now (their size and recorded hash still are):
+            the caller checks them with a full :func:`verify_entry` before it reads them.
 
     Raises:
         CorruptModelError: If ``meta.json`` is missing or unreadable, or a file is missing, has another
@@ -105,7 +110,7 @@ def verify_entry(directory: Path) -> dict[str, Any]:
             raise CorruptModelError(
                 f"cache entry {directory} records no SHA-256 for {name} (an older format)"
             )
-        if not _matches(path, info["bytes"], info["sha256"]):
+        if name not in defer and not _matches(path, info["bytes"], info["sha256"]):
             raise CorruptModelError(f"{path} does not match its recorded SHA-256 (modified or damaged)")
     return meta
 
@@ -136,6 +141,7 @@ def cached_entry(
     *,
     root: Path | None = None,
     rebuild_corrupt: bool = True,
+    defer: tuple[str, ...] = (),
 ) -> tuple[Path, dict[str, Any]]:
     """Return the directory of entry ``kind/key``, creating it with ``write`` if needed.
 
@@ -145,6 +151,7 @@ def cached_entry(
         write: Fills an empty directory with the entry's files and returns metadata to record.
         root: Cache root; default :func:`cache_root`.
         rebuild_corrupt: Rebuild a corrupt entry instead of raising.
+        defer: Files of an existing entry whose content hash is checked later (see :func:`verify_entry`).
 
     Returns:
         ``(directory, metadata)``; the metadata has the ``write`` result plus ``files``.
@@ -160,7 +167,7 @@ def cached_entry(
     _check_layout(root, base, final, lock)
     if final.is_dir():  # fast path without the lock: complete entries never change in place
         try:
-            return final, verify_entry(final)
+            return final, verify_entry(final, defer)
         except CorruptModelError:
             if not rebuild_corrupt:
                 raise
@@ -171,19 +178,24 @@ def cached_entry(
     except OSError as exc:  # a race made a path a file, or no permission: say so before any work
         raise CacheError(f"cannot use the cache at {base}: {exc}") from exc
     try:
-        return _build(base, final, key, write, rebuild_corrupt)
+        return _build(base, final, key, write, rebuild_corrupt, defer)
     finally:
         file_lock.release()
 
 
 def _build(
-    base: Path, final: Path, key: str, write: Callable[[Path], dict[str, Any]], rebuild_corrupt: bool
+    base: Path,
+    final: Path,
+    key: str,
+    write: Callable[[Path], dict[str, Any]],
+    rebuild_corrupt: bool,
+    defer: tuple[str, ...],
 ) -> tuple[Path, dict[str, Any]]:
     """The locked part of :func:`cached_entry`: recheck, clean up, build and rename into place."""
     _remove_stale(base, key)
     if final.is_dir():
         try:
-            return final, verify_entry(final)
+            return final, verify_entry(final, defer)
         except CorruptModelError:
             if not rebuild_corrupt:
                 raise

@@ -19,7 +19,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.errors import ConfigError, CorruptModelError, ModelError, UnknownNameError
-from placement_gym.cache import cache_root, cached_entry
+from placement_gym.cache import cached_entry
 from placement_gym.zoo.models import MODELS, get_spec
 
 
@@ -80,14 +80,12 @@ def _ir_key(name: str) -> str:
     return f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
 
 
-def ir_location(name: str) -> Path:
-    """Where the cached IR ``.xml`` of zoo model ``name`` lives (not built or verified: see :func:`ir_path`)."""
-    return cache_root() / "ir" / _ir_key(name) / "model.xml"
+def ir_entry(name: str, *, defer_weights: bool = False) -> tuple[Path, str]:
+    """The cached IR of zoo model ``name``: its ``.xml`` path and the SHA-256 of that ``.xml``.
 
-
-def ir_path(name: str) -> Path:
-    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use and verifying
-    its files' hashes (once per process while they are unchanged).
+    Converts the model on first use. The ``.xml`` (op names and structure) is always verified against
+    its recorded hash; with ``defer_weights`` the ``.bin`` is only checked by size, and must be verified
+    before it is read (as :func:`ir_path` does).
 
     Raises:
         UnknownNameError: If ``name`` is not a zoo model.
@@ -110,8 +108,20 @@ def ir_path(name: str) -> Path:
             "transformers": transformers.__version__,
         }
 
-    directory, _ = cached_entry("ir", _ir_key(name), write)
-    return directory / "model.xml"
+    defer = ("model.bin",) if defer_weights else ()
+    directory, meta = cached_entry("ir", _ir_key(name), write, defer=defer)
+    return directory / "model.xml", meta["files"]["model.xml"]["sha256"]
+
+
+def ir_path(name: str) -> Path:
+    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use and verifying
+    every file's hash (once per process while they are unchanged).
+
+    Raises:
+        UnknownNameError: If ``name`` is not a zoo model.
+        ModelError: If conversion fails (nothing is left in the cache).
+    """
+    return ir_entry(name)[0]
 
 
 def _read_ir_or_onnx(path: Path) -> ov.Model:

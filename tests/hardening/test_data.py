@@ -257,3 +257,27 @@ def test_a_verified_file_is_hashed_once_per_process(tmp_path: Path, monkeypatch)
     (directory / "data.bin").write_bytes((directory / "data.bin").read_bytes())  # rewritten: new mtime
     cache.verify_entry(directory)
     assert hashed == [directory / "data.bin"]
+
+
+def test_a_rebuilt_ir_never_pairs_with_the_old_op_graph(tmp_path: Path, monkeypatch) -> None:
+    """Op names differ between two conversions of a model, so a graph cached from one IR must not be
+    used with another (the IR of a damaged cache entry is rebuilt)."""
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.errors import CorruptModelError
+    from placement_gym.zoo.loading import ir_entry
+
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    first = load_benchmark("tiny_cnn")
+    weights = ir_entry("tiny_cnn")[0].with_suffix(".bin")
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, other content
+    weights.write_bytes(bytes(data))
+    try:
+        model = first.model  # verifies the weights, rebuilds the IR
+    except CorruptModelError as exc:
+        assert "call load_benchmark again" in str(exc)
+    else:  # the rebuilt IR happened to be identical: then it still fits
+        assert set(first.ops.names) <= {op.get_friendly_name() for op in model.get_ordered_ops()}
+    second = load_benchmark("tiny_cnn")
+    names = {op.get_friendly_name() for op in second.model.get_ordered_ops()}
+    assert set(second.ops.names) <= names
