@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from agents import make_method
+from agents import make_method, method_class
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
+from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
-from placement_gym.platforms import Platform
+from placement_gym.platforms import Platform, load_platform
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -103,10 +104,12 @@ def run_cell(
     k: int | None = None,
     backend_kwargs: dict[str, Any] | None = None,
     listeners: tuple = (),
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> ResultRow:
-    """Run one method on a fresh env and return its row."""
+    """Run one method on a fresh env and return its row (``input_shapes``: for a dynamic-shape model file)."""
+    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
-        model, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
+        source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
     problem = env.problem
     try:
@@ -116,6 +119,7 @@ def run_cell(
         cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
         cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
         extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
+        identity = problem.benchmark.identity()
         return ResultRow(
             model=model,
             graph_version=problem.benchmark.version,
@@ -135,6 +139,9 @@ def run_cell(
             history=_thin(result.history),
             extra=extra,
             versions=library_versions(),
+            model_path=identity.get("model_path"),
+            model_sha256=identity.get("model_sha256"),
+            input_shapes=identity.get("input_shapes"),
         )
     finally:
         env.close()
@@ -160,24 +167,33 @@ def run_grid(
     k: int | None = None,
     backend_kwargs: dict | None = None,
     progress: bool = True,
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
+    for spec in methods:  # an unknown method fails now, not after the cells before it have run
+        method_class(parse_method(spec)[0])
     store = ResultStore(out / "results.jsonl")
+    for reason in store.set_aside():
+        print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
     done = store.keys()
+    platform_name = load_platform(platform).name  # rows record the name, also for a platform file
     label = coarse_label(coarsening, k)
     cells = [
         (model, spec, seed)
         for model in models
         for spec in methods
         for seed in (seeds if parse_method(spec)[0] not in _SEEDLESS else seeds[:1])
-        if (model, platform, backend, label, spec, seed, budget) not in done
+        if (model, platform_name, backend, label, spec, seed, budget) not in done
     ]
     bar = _progress(len(cells), progress)
     try:
         for model, spec, seed in cells:
             bar.set_description(f"{model} {method_label(spec)} seed {seed}")
             start = time.perf_counter()
-            row = run_cell(model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs)
+            row = run_cell(
+                model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
+                input_shapes=input_shapes,
+            )  # fmt: skip
             store.append(row)
             bar.update(1)
             bar.write(
@@ -196,21 +212,32 @@ def _progress(total: int, enabled: bool):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid")
-    parser.add_argument("--models", nargs="+")
+    from experiments.train import add_input_shape_argument
+
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid (default: small)"
+    )
+    parser.add_argument("--models", nargs="+", help="zoo names or IR/ONNX paths (default: the preset's)")
     parser.add_argument(
         "--methods", nargs="+", help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu"
     )
-    parser.add_argument("--seeds", nargs="+", type=int)
-    parser.add_argument("--budget", type=int, help="evaluated placements per search method and seed")
-    parser.add_argument("--platform")
-    parser.add_argument("--backend", choices=["simulated", "measured"])
-    parser.add_argument("--coarsening", default="fused")
-    parser.add_argument("--k", type=int, default=None)
+    parser.add_argument("--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's)")
+    parser.add_argument(
+        "--budget", type=int, help="evaluated placements per search method and seed (default: the preset's)"
+    )
+    parser.add_argument(
+        "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
+    )
+    parser.add_argument(
+        "--backend", choices=["simulated", "measured"], help="how latency is obtained (default: the preset's)"
+    )
+    parser.add_argument("--coarsening", default="fused", help="coarsening level: ops, fused or k")
+    parser.add_argument("--k", type=int, default=None, help="at most K groups (with --coarsening k or fused)")
+    add_input_shape_argument(parser)
     parser.add_argument(
         "--out", type=Path, default=None, help="result folder (default results/<preset or custom>)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,6 +263,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.coarsening,
         args.k,
         progress=not args.no_progress,
+        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
     )
     table = write_report(rows, out)
     print(table)

@@ -5,28 +5,61 @@ Subcommands:
     train    one method on one env ID, with progress, TensorBoard logs and the best placement as JSON
     show     render a saved placement (text table and PNG)
     graphs   node/edge counts of the benchmark graphs at every coarsening level
+
+A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
+exits with status 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
+#: Exit status for errors in what the user asked for (argparse uses the same).
+USER_ERROR = 2
 
-def main(argv: list[str] | None = None) -> int:
+
+def _user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a problem with the user's input rather than a bug (which keeps its traceback)."""
+    import gymnasium
+
+    from placement_gym.errors import PlacementGymError
+
+    return isinstance(exc, (PlacementGymError, gymnasium.error.Error))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def build_parser() -> argparse.ArgumentParser:
     from experiments import bench, show, train
 
     parser = argparse.ArgumentParser(prog="placement-gym", description="Device placement as an RL benchmark.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    bench.add_arguments(sub.add_parser("bench", help=bench.__doc__.splitlines()[0]))
-    train.add_arguments(sub.add_parser("train", help=train.__doc__.splitlines()[0]))
-    show.add_arguments(sub.add_parser("show", help=show.__doc__.splitlines()[0]))
-    graphs = sub.add_parser(
-        "graphs", help="node/edge counts of the benchmark graphs at every coarsening level"
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of any error"
     )
-    graphs.add_argument("--models", nargs="+", default=None)
-    graphs.add_argument("--k", type=int, default=64)
-    args = parser.parse_args(argv)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module in (("bench", bench), ("train", train), ("show", show)):
+        doc = module.__doc__.splitlines()[0]
+        module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
+    graphs = sub.add_parser(
+        "graphs", help="node/edge counts of the benchmark graphs at every coarsening level", parents=[common]
+    )
+    graphs.add_argument(
+        "--models", nargs="+", default=None, help="zoo models (default: the benchmark models)"
+    )
+    graphs.add_argument("--k", type=int, default=64, help="group count of the k-coarsening level")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    from experiments import bench, show, train
+
     if args.command == "graphs":
         from experiments.graph_table import graph_table
         from placement_gym.zoo import BENCHMARK_MODELS
@@ -34,6 +67,32 @@ def main(argv: list[str] | None = None) -> int:
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
         {"bench": bench, "train": train, "show": show}[args.command].run_from_args(args)
+
+
+def _show_notes() -> None:
+    """Print the package's logged notes (e.g. a dynamic batch set to 1) as ``note: ...`` lines."""
+    logger = logging.getLogger("placement_gym")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("note: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status (0, or 2 for a user error; 130 when interrupted)."""
+    args = build_parser().parse_args(argv)
+    _show_notes()
+    try:
+        _run(args)
+    except KeyboardInterrupt:
+        print("placement-gym: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug or not _user_error(exc):
+            raise
+        print(f"placement-gym: error: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        return USER_ERROR
     return 0
 
 

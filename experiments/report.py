@@ -15,6 +15,21 @@ import numpy as np
 
 from experiments.runs import ResultRow, method_label
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: object) -> object:
+    """``value`` as a CSV cell no spreadsheet evaluates: text starting with ``= + - @``, a tab or a
+    carriage return gets a leading ``'`` (OWASP's rule); numbers, negative ones included, stay numbers."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value  # "-1.5" is a number, not a formula
+    except ValueError:
+        return "'" + value
+
 
 def _geomean(values: list[float]) -> float:
     vals = [v for v in values if v > 0 and np.isfinite(v)]
@@ -92,7 +107,7 @@ def write_report(rows: list[ResultRow], out: Path) -> str:
         with open(out / "summary.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(summary[0]))
             writer.writeheader()
-            writer.writerows(summary)
+            writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in summary)
     if rows:
         plot_latencies(summary, out / "latency.png")
         plot_curves(rows, out / "learning_curves.png")
@@ -158,6 +173,7 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
     """For each model, the best placement found by any method drawn as a graph coloured by device."""
     from placement_gym.benchmarks import load_benchmark
     from placement_gym.envs.render import placement_figure
+    from placement_gym.errors import PlacementGymError
     from placement_gym.platforms import load_platform
 
     best: dict[tuple, ResultRow] = {}
@@ -166,11 +182,15 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
         if np.isfinite(r.latency) and (key not in best or r.latency < best[key].latency):
             best[key] = r
     for (model, platform_name, coarsening), r in best.items():
-        bench = load_benchmark(model)
-        coarse = bench.coarsen_as(coarsening)
+        try:
+            bench = load_benchmark(model, input_shapes=r.input_shapes)
+            coarse = bench.coarsen_as(coarsening)
+            platform = load_platform(platform_name)
+        except PlacementGymError as exc:  # e.g. a platform file whose name is not a platform name
+            print(f"note: no placement picture for {model} on {platform_name}: {exc}")
+            continue
         if coarse.num_groups != len(r.placement):
             continue
-        platform = load_platform(platform_name)
         title = f"{model}: best = {method_label(r.method)}, {r.latency * 1e3:.2f} ms"
         fig = placement_figure(coarse, platform, np.array(r.placement), title)
         fig.savefig(out / f"placement_{model}_{platform_name}.png")

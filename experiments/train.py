@@ -2,10 +2,16 @@
 
 Writes into ``--out``:
     best_placement.json   the best placement so far (rewritten atomically on every improvement, so an
-                          interrupted run keeps it), with latency, model, graph version and platform
+                          interrupted run keeps it), with latency, model (for a model file: its path and
+                          SHA-256), graph version and platform
     history.csv           evaluations and latency of every evaluated placement
-    tb/                   TensorBoard scalars (latency and best latency per evaluation)
-    checkpoints/          model checkpoints of Stable-Baselines3 learners
+    tb/                   TensorBoard scalars: latency and best latency per evaluation (every method);
+                          Stable-Baselines3 learners also log their training scalars (losses, entropy)
+    checkpoints/          learners only: Stable-Baselines3 policies every ``--checkpoint-every``
+                          evaluations and at the end (``eval-<n>/``, ``final/``; the safe format of
+                          :meth:`agents.sb3.methods.SB3Method.save`); the published systems' final policy
+                          weights (``final_policy.pt``, a state_dict). Classical methods have no model and
+                          write none; the published systems write no intermediate checkpoints.
 
 Usage:
     python -m experiments.train --agent ppo_gnn --env DevicePlacementSim-bert-v0 --budget 2000 --seed 0
@@ -28,9 +34,10 @@ import gymnasium as gym
 import numpy as np
 
 import placement_gym  # noqa: F401  (registers the env IDs)
-from agents import make_method, method_class
-from agents.base import BudgetTracker, PlacementResult
+from agents import METHODS, make_method, method_class
+from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 from experiments.runs import library_versions
+from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
 
 
@@ -57,6 +64,7 @@ class RunLogger:
         if self.history.tell() == 0:
             self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
         self.bar = tqdm(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
+        self.evaluations = 0
         self.start = time.perf_counter()
         self.best = float("inf")
 
@@ -69,6 +77,7 @@ class RunLogger:
             f"{step},{latency},{int(feasible)},{tracker.best_latency},{time.perf_counter() - self.start:.3f}\n"
         )
         self.bar.update(1)
+        self.evaluations = step
         if tracker.best_latency < self.best:
             self.best = tracker.best_latency
             self.bar.set_postfix(best_ms=f"{self.best * 1e3:.3f}")
@@ -80,8 +89,7 @@ class RunLogger:
             self.out / "best_placement.json",
             {
                 **self.meta,
-                "model": problem.benchmark.name,
-                "graph_version": problem.benchmark.version,
+                **problem.benchmark.identity(),
                 "platform": problem.platform.name,
                 "devices": [d.name for d in problem.platform.devices],
                 "coarsening": problem.coarse.level,
@@ -95,16 +103,83 @@ class RunLogger:
         )
 
     def close(self) -> None:
+        if self.bar.total is not None and self.bar.n < self.bar.total:
+            self.bar.total = self.bar.n  # a one-shot method used fewer evaluations than the budget allows
+            self.bar.refresh()
         self.bar.close()
         self.writer.close()
         self.history.close()
 
 
-def make_env(env_id: str, env_kwargs: dict[str, Any], ray_address: str | None, ray_workers: int) -> gym.Env:
+class Checkpointer:
+    """Saves a learner's model into ``folder``: periodically while a Stable-Baselines3 learner trains, and
+    at the end for every method that returns a model (see the module docstring).
+
+    Args:
+        method: The method about to run.
+        folder: The ``checkpoints/`` folder (created when the first checkpoint is written).
+        every: Evaluations between checkpoints of an SB3 learner (0: only the final one).
+    """
+
+    def __init__(self, method: PlacementMethod, folder: Path, every: int) -> None:
+        from agents.sb3.methods import SB3Method
+
+        self.method, self.folder, self.every = method, folder, every
+        self.model: Any = None
+        if isinstance(method, SB3Method):  # keep a handle on the model the method builds, to save it
+            build = method.make_model
+
+            def make_model(env: gym.Env, seed: int) -> Any:
+                self.model = build(env, seed)
+                return self.model
+
+            method.make_model = make_model  # type: ignore[method-assign]
+
+    def __call__(self, tracker: BudgetTracker, placement: np.ndarray, latency: float, feasible: bool) -> None:
+        if self.model is not None and self.every and tracker.used % self.every == 0:
+            self.method.model = self.model
+            self.method.save(self.folder / f"eval-{tracker.used:06d}")
+
+    def final(self, result: PlacementResult) -> Path | None:
+        """Save the trained model of ``result``; returns where, or None for a method without one."""
+        import torch
+
+        from agents.sb3.methods import SB3Method
+
+        if isinstance(self.method, SB3Method) and self.method.model is not None:
+            return self.method.save(self.folder / "final")
+        policy = result.extra.get("policy")
+        if isinstance(policy, torch.nn.Module):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            torch.save(policy.state_dict(), self.folder / "final_policy.pt")
+            return self.folder / "final_policy.pt"
+        return None
+
+
+def make_env(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    ray_address: str | None,
+    ray_workers: int,
+    input_shapes: dict[str, list[int]] | None = None,
+) -> gym.Env:
     """``gym.make`` with the Ray pool wrapped around the env's backend when a Ray address is given
-    (``"local"`` starts a local Ray instance)."""
+    (``"local"`` starts a local Ray instance), and a dynamic-shape model made static with ``input_shapes``.
+
+    Raises:
+        ConfigError: For ``env_kwargs`` the env does not accept, or ``input_shapes`` without a model.
+    """
+    spec_kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
+    if input_shapes:
+        from placement_gym.benchmarks import load_benchmark
+
+        if spec_kwargs.get("model") is None:
+            raise ConfigError(
+                f"--input-shape needs a model file: {env_id} has none (use DevicePlacement-v0 with "
+                '--env-kwargs \'{"model": "path/to/model.xml"}\')'
+            )
+        env_kwargs = {**env_kwargs, "model": load_benchmark(spec_kwargs["model"], input_shapes=input_shapes)}
     if ray_address is not None:
-        spec_kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
         inner = spec_kwargs.get("backend", "measured")
         env_kwargs = {
             **env_kwargs,
@@ -116,7 +191,28 @@ def make_env(env_id: str, env_kwargs: dict[str, Any], ray_address: str | None, r
                 "inner_kwargs": spec_kwargs.get("backend_kwargs") or {},
             },
         }
-    return gym.make(env_id, **env_kwargs)
+    try:
+        return gym.make(env_id, **env_kwargs)
+    except TypeError as exc:  # an argument the env does not have
+        raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from exc
+
+
+def _method(agent: str, agent_kwargs: dict[str, Any], n_envs: int, tensorboard: Path) -> PlacementMethod:
+    """The method with its arguments: ``n_envs`` where the method has it, SB3's TensorBoard log folder."""
+    from agents.sb3.methods import SB3Method
+
+    cls = method_class(agent)
+    kwargs = dict(agent_kwargs)
+    if "n_envs" in inspect.signature(cls.__init__).parameters:
+        kwargs.setdefault("n_envs", n_envs)
+    elif n_envs > 1:
+        print(f"note: {agent} evaluates one placement at a time; --n-envs is ignored")
+    if issubclass(cls, SB3Method):
+        kwargs.setdefault("tensorboard_log", str(tensorboard))
+    try:
+        return make_method(agent, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"--agent-kwargs for {agent}: {exc}") from exc
 
 
 def train(
@@ -131,64 +227,116 @@ def train(
     ray_address: str | None = None,
     ray_workers: int = 2,
     progress: bool = True,
+    checkpoint_every: int = 0,
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> PlacementResult:
     """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring."""
-    env = make_env(env_id, env_kwargs, ray_address, ray_workers)
-    accepted = inspect.signature(method_class(agent).__init__).parameters
-    optional = {
-        "n_envs": n_envs,
-        "tensorboard_log": str(out / "tb"),
-        "checkpoint_dir": str(out / "checkpoints"),
-        "env_id": env_id,
-        "env_kwargs": env_kwargs,
-    }
-    kwargs = {**{k: v for k, v in optional.items() if k in accepted}, **agent_kwargs}
-    if n_envs > 1 and "n_envs" not in accepted:
-        print(f"note: {agent} evaluates one placement at a time; --n-envs is ignored")
-    method = make_method(agent, **kwargs)
+    method = _method(agent, agent_kwargs, n_envs, out / "tb")
+    env = make_env(env_id, env_kwargs, ray_address, ray_workers, input_shapes)
     logger = RunLogger(
-        out, env, budget, {"agent": agent, "env_id": env_id, "seed": seed, "agent_kwargs": agent_kwargs}
+        out,
+        env,
+        budget,
+        {"agent": agent, "env_id": env_id, "seed": seed, "agent_kwargs": agent_kwargs},
+        progress=progress,
     )
+    checkpoints = Checkpointer(method, out / "checkpoints", checkpoint_every)
     try:
-        result = method.place(env, budget=budget, seed=seed, listeners=[logger])
+        result = method.place(env, budget=budget, seed=seed, listeners=[logger, checkpoints])
         if np.isfinite(result.latency):
             extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool))}
             logger.save_best(
                 result.placement, result.latency, result.evaluations, wall_time=result.wall_time, **extra
             )
-        model = result.extra.get("model")
-        if model is not None and hasattr(model, "save"):
-            model.save(out / "final_model")
+        checkpoints.final(result)
     finally:
         logger.close()
         env.close()
     return result
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _input_shape(text: str) -> tuple[str, list[int]]:
+    from placement_gym.zoo.loading import parse_input_shape
+
+    try:
+        return parse_input_shape(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
+    """``--input-shape NAME=D1,D2,...`` (repeatable), shared with ``bench``."""
+    parser.add_argument(
+        "--input-shape",
+        dest="input_shapes",
+        type=_input_shape,
+        action="append",
+        metavar="NAME=D1,D2,...",
+        help="static shape of a dynamic model input, e.g. x=1,3,224,224 (repeat per input; a dynamic "
+        "batch dimension alone defaults to 1)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", required=True, help="a method name from agents.METHODS")
+    names = ", ".join(METHODS)
+    parser.add_argument(
+        "--agent", required=True, choices=list(METHODS), metavar="AGENT", help=f"the method: one of {names}"
+    )
     parser.add_argument("--env", required=True, help="a registered env ID, e.g. DevicePlacementSim-bert-v0")
-    parser.add_argument("--budget", type=int, default=500, help="evaluated placements")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--env-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
+        "--budget",
+        type=_positive,
+        default=None,
+        help="evaluated placements (default: the method's own: learners train for their default budget, "
+        "one-shot methods such as heft evaluate what they need)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the method and the env")
+    parser.add_argument(
+        "--env-kwargs", type=_json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
     )
     parser.add_argument(
-        "--agent-kwargs", type=json.loads, default={}, help="JSON keyword arguments of the method"
+        "--agent-kwargs", type=_json_object, default={}, help="JSON keyword arguments of the method"
     )
+    add_input_shape_argument(parser)
     parser.add_argument(
-        "--n-envs", type=int, default=1, help="parallel envs (SubprocVecEnv) for SB3 learners"
+        "--n-envs",
+        type=_positive,
+        default=1,
+        help="envs stepped together by SB3 learners (ignored by others)",
     )
     parser.add_argument(
         "--ray-address",
         default=None,
         help="evaluate on a Ray cluster ('auto', 'ray://host:10001'; 'local' starts a local instance)",
     )
-    parser.add_argument("--ray-workers", type=int, default=2, help="Ray actors evaluating placements")
+    parser.add_argument("--ray-workers", type=_positive, default=2, help="Ray actors evaluating placements")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=100,
+        help="evaluations between checkpoints of SB3 learners (0: only the final one)",
+    )
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
@@ -204,7 +352,9 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.n_envs,
         args.ray_address,
         args.ray_workers,
-        not args.no_progress,
+        progress=not args.no_progress,
+        checkpoint_every=args.checkpoint_every,
+        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
     )
     print(
         f"{args.agent} on {args.env}: best latency {result.latency * 1e3:.3f} ms after {result.evaluations} "

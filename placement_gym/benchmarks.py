@@ -21,10 +21,12 @@ import openvino as ov
 
 from placement_gym.cache import cached_entry
 from placement_gym.coarsening import CoarseGraph, coarsen
+from placement_gym.errors import CorruptModelError
 from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
-from placement_gym.zoo import MODELS, LoadedModel, ir_path, load_model
+from placement_gym.zoo import MODELS, LoadedModel, load_model
+from placement_gym.zoo.loading import InputShapes, file_sha256, ir_entry
 
 
 @dataclass(eq=False)
@@ -37,6 +39,11 @@ class Benchmark:
         ops: The op graph.
         fused_layers: IR op names of each layer the CPU runtime executes (see :mod:`placement_gym.fusion`).
         source: Where the OpenVINO model comes from (IR path, or the in-memory model).
+        input_shapes: The static input shapes a dynamic-shape model was given (None: as loaded).
+        source_sha256: SHA-256 of a user model file (IR ``.xml`` + ``.bin``, or ``.onnx``); None for
+            zoo and in-memory models. Results record it so a placement is never shown on another file.
+        ir_sha256: For a zoo model, the SHA-256 of the cached IR ``.xml`` the op graph was built from (op
+            names differ between conversions, so the graph is cached per IR).
     """
 
     name: str
@@ -45,13 +52,35 @@ class Benchmark:
     fused_layers: list[list[str]]
     source: Path | ov.Model
     _model: ov.Model | None = field(default=None, repr=False)
+    input_shapes: dict[str, list[int]] | None = None
+    source_sha256: str | None = None
+    ir_sha256: str | None = None
 
     @property
     def model(self) -> ov.Model:
         """The OpenVINO model (read lazily from the IR for zoo models)."""
         if self._model is None:
-            self._model = load_model(self.source).model
+            if self.ir_sha256 is None:
+                self._model = load_model(self.source, input_shapes=self.input_shapes).model
+            else:  # a zoo model: its cached IR is verified in full (or rebuilt) before it is read
+                path, digest = ir_entry(self.name)
+                if digest != self.ir_sha256:
+                    raise CorruptModelError(
+                        f"the cached IR of {self.name} was damaged and has been rebuilt since this benchmark "
+                        "was loaded, and its op names changed; call load_benchmark again"
+                    )
+                self._model = load_model(path).model
         return self._model
+
+    def identity(self) -> dict[str, Any]:
+        """What a result records to find this model again: name and version, and for a user model file
+        its path, hash and input shapes."""
+        out: dict[str, Any] = {"model": self.name, "graph_version": self.version}
+        if isinstance(self.source, Path) and self.source_sha256 is not None:
+            out.update(model_path=str(self.source), model_sha256=self.source_sha256)
+            if self.input_shapes:
+                out["input_shapes"] = self.input_shapes
+        return out
 
     def coarsen(self, level: str = "fused", k: int | None = None) -> CoarseGraph:
         """The op graph coarsened at ``level`` (see :func:`placement_gym.coarsening.coarsen`)."""
@@ -76,25 +105,37 @@ class Benchmark:
         return state
 
 
-def _from_loaded(loaded: LoadedModel, source: Path | ov.Model) -> Benchmark:
+def _from_loaded(loaded: LoadedModel, source: Path | ov.Model, **identity: Any) -> Benchmark:
     meta = {"name": loaded.name, "version": loaded.version, "openvino": ov.get_version()}
     ops = graph_from_ov(loaded.model, meta)
     layers = runtime_fused_layers(loaded.model)
-    return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model)
+    return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model, **identity)
 
 
-def load_benchmark(source: Any, example_input: Any = None) -> Benchmark:
+def load_benchmark(
+    source: Any, example_input: Any = None, input_shapes: InputShapes | None = None
+) -> Benchmark:
     """Resolve a model source (zoo name, IR/ONNX path, torch module, ``ov.Model``) into a benchmark.
 
+    Args:
+        source: A zoo name, an ``.xml``/``.onnx`` path, a ``torch.nn.Module`` or an ``ov.Model``.
+        example_input: Example input of a torch module.
+        input_shapes: Static shapes for a model with dynamic inputs, e.g. ``{"x": [1, 3, 224, 224]}``
+            (a dynamic batch dimension alone defaults to 1); see :func:`placement_gym.zoo.loading.make_static`.
+
     Raises:
-        UnknownNameError, ModelError, CorruptModelError: See :func:`placement_gym.zoo.load_model`.
+        UnknownNameError, ModelError, CorruptModelError, ConfigError: See :func:`placement_gym.zoo.load_model`.
     """
-    if isinstance(source, str) and source in MODELS:
+    if isinstance(source, str) and source in MODELS and not input_shapes:
         spec = MODELS[source]
-        xml = ir_path(source)
+        # the weights are verified when the model itself is read (Benchmark.model), not on every load
+        xml, ir_digest = ir_entry(source, defer_weights=True)
 
         def write(directory: Path) -> dict[str, Any]:
-            bench = _from_loaded(load_model(xml), xml)
+            path, digest = ir_entry(source)  # in full: the weights are read here
+            if digest != ir_digest:
+                raise CorruptModelError(f"the cached IR of {source} was damaged and rebuilt; load it again")
+            bench = _from_loaded(load_model(path), path)
             bench.ops.meta.update(name=spec.name, version=spec.version)
             bench.ops.save(directory / "graph.npz")
             (directory / "fused.json").write_text(json.dumps(bench.fused_layers))
@@ -103,17 +144,19 @@ def load_benchmark(source: Any, example_input: Any = None) -> Benchmark:
                 "version": spec.version,
                 "fusion_config": FUSION_CONFIG,
                 "openvino": ov.get_version(),
+                "ir_sha256": ir_digest,
             }
 
-        key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
+        key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}-ir{ir_digest[:16]}"
         directory, _ = cached_entry("graph", key, write)
         ops = CompGraph.load(directory / "graph.npz")
         layers = json.loads((directory / "fused.json").read_text())
-        return Benchmark(spec.name, spec.version, ops, layers, xml)
-    loaded = load_model(source, example_input)
-    src = (
-        Path(loaded.meta["source"])
-        if loaded.meta.get("source", "").endswith((".xml", ".onnx"))
-        else loaded.model
-    )
-    return _from_loaded(loaded, src)
+        return Benchmark(spec.name, spec.version, ops, layers, xml, ir_sha256=ir_digest)
+    loaded = load_model(source, example_input, input_shapes)
+    if loaded.meta.get("source", "").endswith((".xml", ".onnx")):
+        path = Path(loaded.meta["source"])
+        shapes = (
+            {p.get_any_name(): list(p.get_shape()) for p in loaded.model.inputs} if input_shapes else None
+        )
+        return _from_loaded(loaded, path, input_shapes=shapes, source_sha256=file_sha256(path))
+    return _from_loaded(loaded, loaded.model)

@@ -1,10 +1,17 @@
 """An on-disk cache of converted artefacts (OpenVINO IR, graphs, fusion groups), safe for concurrent use.
 
 Layout: ``<cache root>/<kind>/<key>/`` holds the files of one entry plus ``meta.json``, which records
-the file sizes and the SHA-256 of the small files. An entry is written into a temporary directory next to
-its final place and renamed into place only when complete, under a file lock, so a reader never sees a
-half-written entry and two writers never build the same entry twice. An entry whose files no longer
-match ``meta.json`` is reported as corrupt (and, for entries the cache can rebuild, rebuilt).
+the size and the SHA-256 of every file (hashed once, when the entry is written). An entry is written into
+a temporary directory next to its final place and renamed into place only when complete, under a file
+lock, so a reader never sees a half-written entry and two writers never build the same entry twice.
+Temporary directories left by a writer that was killed are removed by the next writer of that entry
+(under the same lock). An entry whose files no longer match ``meta.json`` (a changed byte anywhere, of
+any file size) is reported as corrupt and, for entries the cache can rebuild, rebuilt.
+
+Reading verifies every file's hash; a file already verified by this process and unchanged since
+(same size, inode and modification time) is not hashed again, so a process pays for hashing BERT's
+weights once. A path in the way (a file where a folder belongs, a lock path that is a folder) is a
+:class:`~placement_gym.errors.CacheError`, raised before any entry is built.
 
 The root is ``$PLACEMENT_GYM_CACHE`` if set, else ``~/.cache/placement_gym``.
 """
@@ -22,10 +29,11 @@ from typing import Any
 
 from filelock import FileLock
 
-from placement_gym.errors import CorruptModelError
+from placement_gym.errors import CacheError, CorruptModelError
 
 CACHE_ENV_VAR = "PLACEMENT_GYM_CACHE"
-_HASH_LIMIT = 16 * 2**20  # files up to this size are hashed; larger ones are checked by size
+#: Files this process has hashed and found intact: path -> (size, inode, mtime_ns, ctime_ns, sha256).
+_VERIFIED: dict[str, tuple[int, int, int, int, str]] = {}
 
 
 def cache_root() -> Path:
@@ -47,17 +55,42 @@ def _fingerprint(directory: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(directory.iterdir()):
         if path.name == "meta.json" or not path.is_file():
             continue
-        size = path.stat().st_size
-        files[path.name] = {"bytes": size, "sha256": _sha256(path) if size <= _HASH_LIMIT else None}
+        files[path.name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
     return files
 
 
-def verify_entry(directory: Path) -> dict[str, Any]:
+def _matches(path: Path, size: int, digest: str) -> bool:
+    """Whether ``path`` has ``size`` bytes and SHA-256 ``digest`` (memoised while the file is unchanged)."""
+    st = path.stat()
+    if st.st_size != size:
+        return False
+    stamp = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, digest)
+    key = str(path)
+    if _VERIFIED.get(key) == stamp:
+        return True
+    if _sha256(path) != digest:
+        return False
+    _VERIFIED[key] = stamp
+    return True
+
+
+def _remember(path: Path, digest: str) -> None:
+    st = path.stat()
+    _VERIFIED[str(path)] = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, digest)
+
+
+def verify_entry(directory: Path, defer: tuple[str, ...] = ()) -> dict[str, Any]:
     """Check an entry's files against its ``meta.json`` and return the metadata.
+
+    Args:
+        directory: The entry.
+        defer: Files whose content hash is not checked now (their size and recorded hash still are):
+            the caller checks them with a full :func:`verify_entry` before it reads them.
 
     Raises:
         CorruptModelError: If ``meta.json`` is missing or unreadable, or a file is missing, has another
-            size, or (for small files) another hash.
+            size or another hash (an entry written before hashes covered every file has none for its
+            large files, and counts as corrupt so that it is rebuilt with them).
     """
     meta_path = directory / "meta.json"
     try:
@@ -73,9 +106,32 @@ def verify_entry(directory: Path) -> dict[str, Any]:
             raise CorruptModelError(
                 f"{path} has {path.stat().st_size} bytes, expected {info['bytes']} (truncated or overwritten)"
             )
-        if info.get("sha256") and _sha256(path) != info["sha256"]:
+        if not isinstance(info.get("sha256"), str):
+            raise CorruptModelError(
+                f"cache entry {directory} records no SHA-256 for {name} (an older format)"
+            )
+        if name not in defer and not _matches(path, info["bytes"], info["sha256"]):
             raise CorruptModelError(f"{path} does not match its recorded SHA-256 (modified or damaged)")
     return meta
+
+
+def _check_layout(root: Path, base: Path, final: Path, lock: Path) -> None:
+    """Refuse paths that are in the way before anything is built (see the module docstring)."""
+    for path, what in ((root, "the cache root"), (base, "a cache folder")):
+        if path.exists() and not path.is_dir():
+            raise CacheError(f"{what} {path} is a file, not a folder; remove it or set ${CACHE_ENV_VAR}")
+    if final.exists() and not final.is_dir():
+        raise CacheError(f"cache entry {final} is a file, not a folder; remove it")
+    if lock.is_dir():
+        raise CacheError(f"cache lock {lock} is a folder, not a lock file; remove it")
+
+
+def _remove_stale(base: Path, key: str) -> None:
+    """Delete temporary and corrupt-entry folders of ``key`` left by killed writers (the key's lock is held)."""
+    for pattern in (f".{key}.tmp.*", f".{key}.corrupt.*"):
+        for stale in base.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
 
 
 def cached_entry(
@@ -85,6 +141,7 @@ def cached_entry(
     *,
     root: Path | None = None,
     rebuild_corrupt: bool = True,
+    defer: tuple[str, ...] = (),
 ) -> tuple[Path, dict[str, Any]]:
     """Return the directory of entry ``kind/key``, creating it with ``write`` if needed.
 
@@ -94,39 +151,66 @@ def cached_entry(
         write: Fills an empty directory with the entry's files and returns metadata to record.
         root: Cache root; default :func:`cache_root`.
         rebuild_corrupt: Rebuild a corrupt entry instead of raising.
+        defer: Files of an existing entry whose content hash is checked later (see :func:`verify_entry`).
 
     Returns:
         ``(directory, metadata)``; the metadata has the ``write`` result plus ``files``.
 
     Raises:
         CorruptModelError: If the entry is corrupt and ``rebuild_corrupt`` is false.
+        CacheError: If a path of the cache is in the way or cannot be created (before ``write`` runs).
     """
-    base = (root or cache_root()) / kind
+    root = root or cache_root()
+    base = root / kind
     final = base / key
+    lock = base / f".{key}.lock"
+    _check_layout(root, base, final, lock)
     if final.is_dir():  # fast path without the lock: complete entries never change in place
         try:
-            return final, verify_entry(final)
+            return final, verify_entry(final, defer)
         except CorruptModelError:
             if not rebuild_corrupt:
                 raise
-    base.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(base / f".{key}.lock")):
-        if final.is_dir():
-            try:
-                return final, verify_entry(final)
-            except CorruptModelError:
-                if not rebuild_corrupt:
-                    raise
-                trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))
-                os.replace(final, trash / "entry")
-                shutil.rmtree(trash, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    file_lock = FileLock(str(lock))
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        file_lock.acquire()
+    except OSError as exc:  # a race made a path a file, or no permission: say so before any work
+        raise CacheError(f"cannot use the cache at {base}: {exc}") from exc
+    try:
+        return _build(base, final, key, write, rebuild_corrupt, defer)
+    finally:
+        file_lock.release()
+
+
+def _build(
+    base: Path,
+    final: Path,
+    key: str,
+    write: Callable[[Path], dict[str, Any]],
+    rebuild_corrupt: bool,
+    defer: tuple[str, ...],
+) -> tuple[Path, dict[str, Any]]:
+    """The locked part of :func:`cached_entry`: recheck, clean up, build and rename into place."""
+    _remove_stale(base, key)
+    if final.is_dir():
         try:
-            meta = dict(write(tmp))
-            meta["files"] = _fingerprint(tmp)
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            return final, verify_entry(final, defer)
+        except CorruptModelError:
+            if not rebuild_corrupt:
+                raise
+            trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))
+            os.replace(final, trash / "entry")
+            shutil.rmtree(trash, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    try:
+        meta = dict(write(tmp))
+        meta["files"] = _fingerprint(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for name, info in meta["files"].items():  # hashed just now: this process need not hash them again
+        _remember(final / name, info["sha256"])
     return final, meta

@@ -54,3 +54,19 @@ class PlacementError(PlacementGymError, ValueError):
 
 class BackendError(PlacementGymError):
     """A latency backend failed for a reason that is not a property of the placement."""
+
+
+class ConfigError(PlacementGymError, ValueError):
+    """An argument or a configuration file has an invalid value (wrong type, out of range, unknown key)."""
+
+
+class CacheError(PlacementGymError):
+    """The on-disk cache cannot be used (a file where a directory belongs, a lock path that is a folder)."""
+
+
+class RecordError(PlacementGymError, ValueError):
+    """A results or placement file is damaged or does not have the expected fields."""
+
+
+class UntrustedFileError(PlacementGymError):
+    """A file could run code when loaded (a pickle) and was not marked as trusted."""

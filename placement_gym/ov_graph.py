@@ -49,7 +49,7 @@ def graph_from_ov(model: ov.Model, meta: dict[str, Any] | None = None) -> CompGr
         A graph with one node per executable op, node names equal to the ops' friendly names.
 
     Raises:
-        ModelError: If the model has dynamic shapes or duplicate op names.
+        ModelError: If the model has dynamic shapes, duplicate op names or no executable op.
     """
     ops = list(model.get_ordered_ops())
     constant: set[int] = set()  # id() of ops whose value is known before inference
@@ -81,6 +81,10 @@ def graph_from_ov(model: ov.Model, meta: dict[str, Any] | None = None) -> CompGr
         feats["param_bytes"].append(0)
         feats["input_bytes"].append(0)
         feats["result_bytes"].append(0)
+    if not names:
+        raise ModelError(
+            "the model has no executable ops (only inputs, constants and outputs): there is nothing to place"
+        )
     if len(set(names)) != len(names):
         raise ModelError("the model has duplicate op friendly names; they must be unique to place ops")
 

@@ -6,9 +6,11 @@ per reward, never an exception.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Real
 
-from placement_gym.errors import UnknownNameError
+from placement_gym.errors import ConfigError, UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,13 @@ def get_reward(name: str, infeasible: float | None = None) -> Reward:
 
     Raises:
         UnknownNameError: For an unknown reward name (lists the known ones).
+        ConfigError: If ``infeasible`` is not a finite number (a string, NaN, infinity, a bool).
     """
     if name not in REWARDS:
         raise UnknownNameError("reward", name, REWARDS)
     reward = REWARDS[name]
-    return reward if infeasible is None else Reward(reward.name, float(infeasible))
+    if infeasible is None:
+        return reward
+    if isinstance(infeasible, bool) or not isinstance(infeasible, Real) or not math.isfinite(infeasible):
+        raise ConfigError(f"infeasible_reward must be a finite number, got {infeasible!r}")
+    return Reward(reward.name, float(infeasible))

@@ -12,12 +12,15 @@ Example::
     env = DevicePlacementEnv("tiny_bert", "cpu-dgpu", "simulated")
     method = PPOGNN(gnn="sage", hidden=64, layers=3)
     result = method.place(env, budget=2000, seed=0)
-    method.save("ppo_gnn.zip")
+    method.save("ppo_gnn")          # a folder: weights.pt (tensors only) + meta.json
+
+Saved policies are safe to load (no pickle); SB3's own zips are loaded only with ``trusted=True``.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import pickle
 import time
 from pathlib import Path
@@ -36,10 +39,11 @@ from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
-from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
+_POLICY_FORMAT = 1  # version of the folder save() writes
 
 
 class BudgetCallback(BaseCallback):
@@ -201,23 +205,182 @@ class SB3Method(PlacementMethod):
             )
         return np.asarray(self._deterministic_episode(env, model, seed)["placement"], dtype=np.int64)
 
-    def save(self, path: str | Path) -> None:
-        """Save the trained model (SB3 zip).
+    # ------------------------------------------------------------------ saving and loading
+    def save(self, path: str | Path) -> Path:
+        """Save the trained policy in the safe format: a folder with ``weights.pt`` (the policy's
+        ``state_dict`` and the observation bounds, tensors only, read back with
+        ``torch.load(weights_only=True)``) and ``meta.json`` (method, constructor arguments, spaces,
+        library versions). Nothing in it is unpickled on load, so it cannot run code.
+
+        Returns:
+            The folder.
 
         Raises:
-            PlacementGymError: If no model was trained or loaded.
+            PlacementGymError: If no model was trained or loaded, ``path`` ends in ``.zip`` (SB3's
+                pickle format is not written), or the method's arguments are not JSON data.
         """
-        self._require_model().save(path)
+        import torch
 
-    def load(self, path: str | Path, env: gym.Env | None = None) -> BaseAlgorithm:
-        """Load a model saved by :meth:`save` (optionally attached to ``env``) and keep it."""
-        self.model = self.algo_class.load(path, env=env, device=self.device)
+        model = self._require_model()
+        path = Path(path)
+        if path.suffix == ".zip":
+            raise PlacementGymError(
+                f"{path}: save() writes a folder (weights + JSON), not an SB3 zip; give a path without .zip"
+            )
+        obs = model.observation_space
+        if not isinstance(obs, gym.spaces.Dict) or not all(
+            isinstance(b, gym.spaces.Box) for b in obs.values()
+        ):
+            raise PlacementGymError(
+                f"{self.name}: only Dict-of-Box observation spaces can be saved, got {obs}"
+            )
+        meta = {
+            "format": _POLICY_FORMAT,
+            "method": self.name,
+            "algorithm": type(model).__name__,
+            "kwargs": self._saved_kwargs(),
+            "observation_space": {k: {"shape": list(b.shape), "dtype": str(b.dtype)} for k, b in obs.items()},
+            "action_space": {"nvec": np.asarray(model.action_space.nvec).tolist()},
+            "versions": _versions(),
+        }
+        try:
+            text = json.dumps(meta, indent=1, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise PlacementGymError(
+                f"{self.name}: its arguments cannot be saved as JSON ({exc}); pass plain numbers, strings and "
+                "lists as policy_kwargs and hyperparameters"
+            ) from exc
+        bounds = {
+            f"{k}.{end}": torch.as_tensor(getattr(b, end)) for k, b in obs.items() for end in ("low", "high")
+        }
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save({"policy": model.policy.state_dict(), "bounds": bounds}, path / "weights.pt")
+        (path / "meta.json").write_text(text)
+        return path
+
+    def load(self, path: str | Path, env: gym.Env | None = None, *, trusted: bool = False) -> BaseAlgorithm:
+        """Load a policy saved by :meth:`save` (optionally attached to ``env``) and keep it.
+
+        The method's architecture (GNN kind, widths...) is taken from the saved ``meta.json``, whatever
+        this instance was built with. An SB3 ``.zip`` (written by SB3's own ``save``) unpickles Python
+        objects while loading, so a crafted file runs code: it is loaded only with ``trusted=True``.
+
+        Raises:
+            UntrustedFileError: For an SB3 zip without ``trusted=True``.
+            PlacementGymError: For a folder that is not a saved policy of this method, damaged weights,
+                or an ``env`` whose spaces differ from the saved ones.
+        """
+        path = Path(path)
+        if (path / "meta.json").is_file():
+            self.model = self._load_safe(path, env)
+        elif not trusted:
+            raise UntrustedFileError(
+                f"{path} is not a policy folder written by save(); an SB3 zip unpickles Python objects when "
+                "loaded and can run any code. Load it only if you trust where it came from: "
+                "load(path, trusted=True)"
+            )
+        else:
+            self.model = self.algo_class.load(path, env=env, device=self.device)
         return self.model
+
+    def _saved_kwargs(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this method's model (architecture and hyperparameters)."""
+        kwargs: dict[str, Any] = {"policy_kwargs": self.extra_policy_kwargs, **self.algo_kwargs}
+        kwargs.pop("tensorboard_log", None)  # where this run logged, not part of the policy
+        for name in ("gnn", "hidden", "layers", "head", "net_arch"):
+            if hasattr(self, name):
+                kwargs[name] = getattr(self, name)
+        return kwargs
+
+    def _load_safe(self, path: Path, env: gym.Env | None) -> BaseAlgorithm:
+        import torch
+
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+            weights = torch.load(path / "weights.pt", map_location=self.device, weights_only=True)
+            policy_state, bounds = weights["policy"], weights["bounds"]
+            obs_meta, nvec = meta["observation_space"], meta["action_space"]["nvec"]
+            kwargs, method, version = dict(meta["kwargs"]), meta["method"], meta["format"]
+        except Exception as exc:  # unpickling refused, a missing key, bad JSON: all mean a bad folder
+            raise PlacementGymError(
+                f"{path} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
+            ) from exc
+        if version != _POLICY_FORMAT or method != self.name:
+            raise PlacementGymError(
+                f"{path} holds a {method!r} policy in format {version!r}; this is {self.name!r} (format {_POLICY_FORMAT})"
+            )
+        observation_space = gym.spaces.Dict(
+            {
+                key: gym.spaces.Box(
+                    low=bounds[f"{key}.low"].cpu().numpy(),
+                    high=bounds[f"{key}.high"].cpu().numpy(),
+                    shape=tuple(spec["shape"]),
+                    dtype=np.dtype(spec["dtype"]),
+                )
+                for key, spec in obs_meta.items()
+            }
+        )
+        action_space = gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
+        if env is not None and (
+            env.observation_space != observation_space or env.action_space != action_space
+        ):
+            raise PlacementGymError(
+                f"env spaces differ from the saved policy's; pad the graph with the same max_nodes/max_edges "
+                f"on the same platform (policy: {action_space}, env: {env.action_space})"
+            )
+        fresh = type(self)(device=self.device, **kwargs)
+        policy, policy_kwargs = fresh.policy()
+        target = env if env is not None else _SpacesOnly(observation_space, action_space)
+        model = self.algo_class(
+            policy,
+            DummyVecEnv([lambda: target]),
+            policy_kwargs={**policy_kwargs, **fresh.extra_policy_kwargs},
+            device=self.device,
+            **fresh.algo_kwargs,
+        )
+        try:
+            model.policy.load_state_dict(policy_state)
+        except (RuntimeError, KeyError) as exc:
+            raise PlacementGymError(f"{path}: the weights do not fit the saved architecture ({exc})") from exc
+        for name, value in vars(fresh).items():
+            if name not in ("model", "device"):
+                setattr(self, name, value)
+        return model
 
     def _require_model(self) -> BaseAlgorithm:
         if self.model is None:
             raise PlacementGymError(f"{self.name}: no trained model; call place() or load() first")
         return self.model
+
+
+class _SpacesOnly(gym.Env):
+    """The spaces of a loaded policy, for building its SB3 model when no env is attached; it cannot step."""
+
+    def __init__(self, observation_space: gym.spaces.Space, action_space: gym.spaces.Space) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        raise PlacementGymError(
+            "a loaded policy has no env; pass env= to load() or use predict_placement(env)"
+        )
+
+    def step(self, action):
+        raise PlacementGymError(
+            "a loaded policy has no env; pass env= to load() or use predict_placement(env)"
+        )
+
+
+def _versions() -> dict[str, str]:
+    import stable_baselines3
+    import torch
+
+    import placement_gym
+
+    return {
+        "placement_gym": placement_gym.__version__,
+        "torch": torch.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+    }
 
 
 class _GNNMethod(SB3Method):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
@@ -28,9 +29,23 @@ def backend_class(name: str) -> type[LatencyBackend]:
     return getattr(importlib.import_module(module), cls)
 
 
+def backend_options(name: str) -> list[str]:
+    """The keyword options (``backend_kwargs``) backend ``name`` accepts."""
+    params = inspect.signature(backend_class(name).__init__).parameters.values()
+    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
 def make_backend(name: str, benchmark: Any, graph: Any, platform: Any, **options: Any) -> LatencyBackend:
-    """Instantiate backend ``name`` for ``graph`` (a coarsening of ``benchmark.ops``) on ``platform``."""
+    """Instantiate backend ``name`` for ``graph`` (a coarsening of ``benchmark.ops``) on ``platform``.
+
+    Raises:
+        UnknownNameError: For an unknown backend, or an option the backend does not have (lists its options).
+    """
+    known = backend_options(name)
+    for key in options:
+        if key not in known:
+            raise UnknownNameError(f"option of the {name} backend", key, known)
     return backend_class(name)(benchmark, graph, platform, **options)
 
 
-__all__ = ["BACKENDS", "LatencyBackend", "LatencyResult", "backend_class", "make_backend"]
+__all__ = ["BACKENDS", "LatencyBackend", "LatencyResult", "backend_class", "backend_options", "make_backend"]

@@ -11,7 +11,11 @@ and every other line is one result of the configuration with that fingerprint::
 Each line is written with a single ``write`` on a file opened with ``O_APPEND``, so concurrent writers
 never interleave lines and a crash can at worst leave a torn last line, which loading skips. Loading keeps
 only results whose fingerprint is the current configuration's (same model, coarsening, devices with
-their precision and compile properties, executor, protocol and OpenVINO version).
+their precision and compile properties, executor, protocol and OpenVINO version), and only result lines
+whose fields have the right types (:class:`_ResultLine`: ``"feasible": "false"`` is refused, not read as
+true), a placement of the right length and device range, and a latency that agrees with feasibility. A
+file that cannot be written later (disk full, permissions) turns persistence off with a warning: the
+measurement itself stays valid.
 """
 
 from __future__ import annotations
@@ -19,14 +23,53 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement_gym.backends.base import LatencyResult
+from placement_gym.errors import BackendError
+
+
+class _ResultLine(BaseModel):
+    """The fields of one result line, strictly typed (JSON numbers, booleans and strings only)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["result"]
+    fingerprint: str
+    placement: list[int]
+    latency: float
+    spread: float = Field(ge=0, allow_inf_nan=False)
+    feasible: bool
+    reason: str
+    samples: int = Field(ge=0)
+
+
+def check_cache_path(path: str | os.PathLike | None) -> None:
+    """Refuse a result-cache path that can never be an appendable file.
+
+    Raises:
+        BackendError: If ``path`` is a directory, or one of its parents exists but is not a directory.
+    """
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise BackendError(
+            f"cache_path {path} is a directory; give a file path (e.g. {path / 'results.jsonl'})"
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BackendError(f"cache_path {path}: {parent} is a file, not a directory")
+            break
 
 
 def fingerprint(config: dict[str, Any]) -> str:
@@ -44,10 +87,29 @@ class ResultCache:
         size: Maximum number of results kept in memory (oldest use evicted first); 0 disables caching.
         config: The measurement configuration the results belong to.
         path: JSON-lines file to load from and append to, or None for memory only.
+        width: Placement length ``G``; loaded lines with another length are skipped (None: any).
+        num_devices: Number of devices; loaded lines with a device index outside it are skipped.
+
+    Attributes:
+        rejected: Number of loaded lines of this configuration that were skipped as malformed.
+
+    Raises:
+        BackendError: If ``path`` is a directory or lies under a file (see :func:`check_cache_path`).
     """
 
-    def __init__(self, size: int, config: dict[str, Any], path: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        size: int,
+        config: dict[str, Any],
+        path: str | os.PathLike | None = None,
+        *,
+        width: int | None = None,
+        num_devices: int | None = None,
+    ) -> None:
+        check_cache_path(path)
         self.size = size
+        self.width, self.num_devices = width, num_devices
+        self.rejected = 0
         self.config = config
         self.fingerprint = fingerprint(config)
         self.path = Path(path) if path is not None else None
@@ -94,14 +156,23 @@ class ResultCache:
             {"type": "result", "fingerprint": self.fingerprint, "placement": placement.tolist(), **row}
         )
         text = "".join(json.dumps(line, default=str) + "\n" for line in lines)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size and not self._ends_with_newline():
-                text = "\n" + text  # a torn last line from a crash must not swallow this one
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size and not self._ends_with_newline():
+                    text = "\n" + text  # a torn last line from a crash must not swallow this one
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:  # the result is valid; only its persistence failed
+            warnings.warn(
+                f"result cache {self.path} cannot be written ({exc}); results are kept in memory only",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.path = None
+            return
         self._config_written = True
 
     def _ends_with_newline(self) -> bool:
@@ -110,27 +181,51 @@ class ResultCache:
             return f.read(1) == b"\n"
 
     def _load(self) -> None:
+        try:
+            self._read()
+        except OSError as exc:
+            raise BackendError(f"cannot read the result cache {self.path}: {exc}") from exc
+
+    def _read(self) -> None:
         with open(self.path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn line
+                except (ValueError, RecursionError):
+                    continue  # a torn line, or one too deeply nested to be ours
                 if not isinstance(row, dict) or row.get("fingerprint") != self.fingerprint:
                     continue
                 if row.get("type") == "config":
                     self._config_written = True
                     continue
-                try:
-                    placement = np.asarray(row["placement"], dtype=np.int64)
-                    result = LatencyResult(
-                        latency=float(row["latency"]),
-                        spread=float(row["spread"]),
-                        feasible=bool(row["feasible"]),
-                        reason=str(row["reason"]),
-                        cached=True,
-                        samples=int(row["samples"]),
-                    )
-                except (KeyError, TypeError, ValueError):
+                parsed = self._parse(row)
+                if parsed is None:
+                    self.rejected += 1
                     continue
+                placement, result = parsed
                 self._insert(placement.tobytes(), result)
+
+    def _parse(self, row: dict[str, Any]) -> tuple[np.ndarray, LatencyResult] | None:
+        """A result line as ``(placement, result)``, or None if any field is malformed or inconsistent."""
+        try:
+            line = _ResultLine.model_validate(row)
+        except ValidationError:
+            return None
+        placement = np.asarray(line.placement, dtype=np.int64)
+        if self.width is not None and placement.shape != (self.width,):
+            return None
+        if placement.size and (
+            placement.min() < 0 or (self.num_devices and placement.max() >= self.num_devices)
+        ):
+            return None
+        if line.feasible != (math.isfinite(line.latency) and line.latency > 0) or math.isnan(line.latency):
+            return None  # feasible results have a positive finite latency, infeasible ones inf
+        result = LatencyResult(
+            latency=line.latency,
+            spread=line.spread,
+            feasible=line.feasible,
+            reason=line.reason,
+            cached=True,
+            samples=line.samples,
+        )
+        return placement, result

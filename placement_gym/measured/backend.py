@@ -30,14 +30,16 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 import openvino as ov
 
 from placement_gym.backends.base import LatencyBackend, LatencyResult
-from placement_gym.backends.result_cache import ResultCache
+from placement_gym.backends.result_cache import ResultCache, check_cache_path
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
@@ -65,7 +67,8 @@ class MeasuredBackend(LatencyBackend):
         time_budget: Seconds per evaluation (warm-up and timed runs, not compilation) after which no
             further timed run starts.
         cache_size: Results kept in memory (LRU); 0 disables the result cache.
-        cache_path: JSON-lines file that persists results across processes, or None.
+        cache_path: JSON-lines file that persists results across processes, or None. A path that is a
+            directory, or whose parent is a file, is refused here rather than failing during ``evaluate``.
         seed: Seed of the model inputs.
         max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: eight
             times the model's op count, i.e. about eight copies of the weights).
@@ -73,7 +76,8 @@ class MeasuredBackend(LatencyBackend):
 
     Raises:
         UnknownNameError: For an unknown ``executor``.
-        BackendError: For invalid protocol settings or a model the executor cannot split.
+        BackendError: For invalid protocol settings (wrong types, non-finite or non-positive times, a
+            ``cache_path`` that cannot be a file) or a model the executor cannot split.
     """
 
     name = "measured"
@@ -101,8 +105,12 @@ class MeasuredBackend(LatencyBackend):
         _check_int("warmup", warmup, 0)
         _check_int("repeats", repeats, 1)
         _check_int("cache_size", cache_size, 0)
-        if not time_budget > 0:
-            raise BackendError(f"time_budget must be > 0 seconds, got {time_budget!r}")
+        _check_int("seed", seed, 0)
+        if max_compiled_ops is not None:
+            _check_int("max_compiled_ops", max_compiled_ops, 1)
+        _check_seconds("time_budget", time_budget)
+        _check_seconds("run_timeout", run_timeout)
+        check_cache_path(cache_path)  # before the expensive work below
         self.warmup, self.repeats, self.time_budget, self.seed = warmup, repeats, float(time_budget), seed
         self.core = core()
         available = list(self.core.available_devices)
@@ -116,7 +124,9 @@ class MeasuredBackend(LatencyBackend):
         inputs = random_inputs(model, seed)
         self.executor: Executor
         if executor == "hetero":
-            self.executor = HeteroExecutor(model, benchmark.ops, platform, self.core, inputs)
+            self.executor = HeteroExecutor(
+                model, benchmark.ops, platform, self.core, inputs, run_timeout=float(run_timeout)
+            )
         else:
             limit = max_compiled_ops if max_compiled_ops is not None else 8 * benchmark.ops.num_nodes
             self.executor = PartitionedExecutor(
@@ -126,10 +136,12 @@ class MeasuredBackend(LatencyBackend):
                 self.core,
                 inputs,
                 max_compiled_ops=limit,
-                run_timeout=run_timeout,
+                run_timeout=float(run_timeout),
             )
         self.config = self._config(executor)
-        self.results = ResultCache(cache_size, self.config, cache_path)
+        self.results = ResultCache(
+            cache_size, self.config, cache_path, width=graph.num_groups, num_devices=platform.num_devices
+        )
         #: Timing details of the last measured (uncached, feasible) evaluation.
         self.last_timing: Timing | None = None
 
@@ -225,6 +237,11 @@ class MeasuredBackend(LatencyBackend):
 def _check_int(name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise BackendError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not (math.isfinite(value) and value > 0):
+        raise BackendError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
 def _digest(arr: np.ndarray) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.graph import CompGraph
-from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
+from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
 from placement_gym.platforms import Platform
 
@@ -185,12 +185,8 @@ class PartitionedExecutor(Executor):
     def run(self, plan: Plan) -> float:
         parts = plan.parts
         if len(parts) == 1:
-            start = time.perf_counter()
-            try:
-                parts[0].request.infer()
-            except Exception as exc:
-                raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
-            elapsed = time.perf_counter() - start
+            self._drain()  # the request's completion callback also fires here; keep the queue empty
+            elapsed = timed_infer(parts[0].request, self.run_timeout)
             parts[0].runs += 1
             return elapsed
         return self._run_dataflow(plan)

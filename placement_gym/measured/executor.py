@@ -9,6 +9,8 @@ Failures are :class:`ExecutionFailure` s that say whether they are a property of
 from __future__ import annotations
 
 import abc
+import math
+import time
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,32 @@ def device_available(device: Device, available: list[str]) -> bool:
     if "." not in want:
         return any(d.split(".")[0] == base for d in available)
     return want.endswith(".0") and base in available
+
+
+def timed_infer(request: Any, timeout: float) -> float:
+    """Run one inference of ``request`` (an ``ov.InferRequest``) and return its wall time in seconds.
+
+    Started with ``start_async`` and awaited with ``wait_for``, so that an inference that hangs is
+    cancelled after ``timeout`` seconds instead of blocking the caller forever.
+
+    Raises:
+        ExecutionFailure: If the inference fails or does not finish within ``timeout`` (not cacheable).
+    """
+    start = time.perf_counter()
+    try:
+        request.start_async()
+        done = request.wait_for(max(1, math.ceil(timeout * 1000)))
+    except Exception as exc:
+        raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
+    elapsed = time.perf_counter() - start
+    if not done:
+        try:
+            request.cancel()
+            request.wait()
+        except Exception:  # a cancelled request raises here; it is idle either way
+            pass
+        raise ExecutionFailure(f"inference did not finish within {timeout:g} s", cacheable=False)
+    return elapsed
 
 
 class Executor(abc.ABC):

@@ -21,7 +21,6 @@ What HETERO can and cannot measure:
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.graph import CompGraph
-from placement_gym.measured.executor import ExecutionFailure, Executor, first_line
+from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.platforms import Platform
 
 
@@ -52,6 +51,7 @@ class HeteroExecutor(Executor):
         core: The OpenVINO core to compile with.
         inputs: Model inputs by input name.
         cache_size: Number of compiled HETERO models kept (LRU).
+        run_timeout: Seconds after which one inference counts as hung.
     """
 
     name = "hetero"
@@ -65,11 +65,13 @@ class HeteroExecutor(Executor):
         inputs: dict[str, np.ndarray],
         *,
         cache_size: int = 8,
+        run_timeout: float = 600.0,
     ) -> None:
         self.model = model
         self.graph = graph
         self.core = core
         self.cache_size = cache_size
+        self.run_timeout = run_timeout
         physical: list[str] = []
         config: dict[str, dict] = {}
         for d in platform.devices:
@@ -143,12 +145,7 @@ class HeteroExecutor(Executor):
         return plan.runs > 0
 
     def run(self, plan: HeteroPlan) -> float:
-        start = time.perf_counter()
-        try:
-            plan.request.infer()
-        except Exception as exc:
-            raise ExecutionFailure(f"HETERO inference failed: {first_line(exc)}", cacheable=False) from exc
-        elapsed = time.perf_counter() - start
+        elapsed = timed_infer(plan.request, self.run_timeout)
         plan.runs += 1
         return elapsed
 

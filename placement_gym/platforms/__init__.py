@@ -8,17 +8,22 @@ the simulator, its performance profile. ``local`` is special: it is built from w
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.errors import ConfigError, UnknownNameError
+from placement_gym.platforms.schema import validate_platform
 
 _DIR = Path(__file__).parent
 KINDS = ("cpu", "gpu", "npu", "virtual")
 PRECISIONS = ("f32", "f16", "bf16", "i8")
+_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -59,29 +64,36 @@ class Device:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise PlacementGymError(f"device {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+            raise ConfigError(f"device {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
         if self.precision not in PRECISIONS:
-            raise PlacementGymError(
+            raise ConfigError(
                 f"device {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}"
             )
         if self.precision not in self.peak_flops:
-            raise PlacementGymError(
-                f"device {self.name!r} has no peak_flops for its precision {self.precision!r}"
-            )
-        numbers = {"memory_bytes": self.memory_bytes, "mem_bandwidth": self.mem_bandwidth}
+            raise ConfigError(f"device {self.name!r} has no peak_flops for its precision {self.precision!r}")
+        numbers = {
+            "memory_bytes": self.memory_bytes,
+            "mem_bandwidth": self.mem_bandwidth,
+            "launch_overhead": self.launch_overhead,
+            "invoke_overhead": self.invoke_overhead,
+            "contention": self.contention,
+        }
         numbers.update({f"peak_flops[{k}]": v for k, v in self.peak_flops.items()})
+        numbers.update({f"op_efficiency[{k}]": v for k, v in self.op_efficiency.items()})
         for key, value in numbers.items():
-            if not value > 0:
-                raise PlacementGymError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise ConfigError(f"device {self.name!r}: {key} must be a finite number, got {value!r}")
+        for key, value in numbers.items():
+            if key in ("memory_bytes", "mem_bandwidth") or key.startswith("peak_flops"):
+                if not value > 0:
+                    raise ConfigError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
         if not 0 <= self.contention <= 1:
-            raise PlacementGymError(f"device {self.name!r}: contention {self.contention!r} not in [0, 1]")
+            raise ConfigError(f"device {self.name!r}: contention {self.contention!r} not in [0, 1]")
         if not (self.launch_overhead >= 0 and self.invoke_overhead >= 0):
-            raise PlacementGymError(f"device {self.name!r}: overheads must be >= 0 seconds")
+            raise ConfigError(f"device {self.name!r}: overheads must be >= 0 seconds")
         for op, eff in self.op_efficiency.items():
             if not 0 < eff <= 1:
-                raise PlacementGymError(
-                    f"device {self.name!r}: op_efficiency[{op!r}] = {eff!r} not in (0, 1]"
-                )
+                raise ConfigError(f"device {self.name!r}: op_efficiency[{op!r}] = {eff!r} not in (0, 1]")
 
     def compile_config(self) -> dict[str, Any]:
         """OpenVINO compile properties for this device, precision included."""
@@ -106,13 +118,19 @@ class Link:
     blocked_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
+        ends = (self.latency, self.bandwidth, self.blocked_bandwidth or 1.0)
+        if not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in ends):
+            raise ConfigError(
+                f"a link needs finite numbers, got latency={self.latency!r}, bandwidth={self.bandwidth!r}, "
+                f"blocked_bandwidth={self.blocked_bandwidth!r}"
+            )
         if not (self.latency >= 0 and self.bandwidth > 0):
-            raise PlacementGymError(
+            raise ConfigError(
                 f"a link needs latency >= 0 and bandwidth > 0, got latency={self.latency!r}, "
                 f"bandwidth={self.bandwidth!r}"
             )
         if self.blocked_bandwidth is not None and not self.blocked_bandwidth > 0:
-            raise PlacementGymError(f"a link's blocked_bandwidth must be > 0, got {self.blocked_bandwidth!r}")
+            raise ConfigError(f"a link's blocked_bandwidth must be > 0, got {self.blocked_bandwidth!r}")
 
     @property
     def blocked_factor(self) -> float:
@@ -143,13 +161,15 @@ class Platform:
     def __post_init__(self) -> None:
         names = [d.name for d in self.devices]
         if not names or len(set(names)) != len(names):
-            raise PlacementGymError(
-                f"platform {self.name!r} needs at least one device and unique device names"
-            )
+            raise ConfigError(f"platform {self.name!r} needs at least one device and unique device names")
         for i in range(len(names)):
             for j in range(len(names)):
                 if i != j and (i, j) not in self.links:
-                    raise PlacementGymError(f"platform {self.name!r} has no link {names[i]} -> {names[j]}")
+                    raise ConfigError(f"platform {self.name!r} has no link {names[i]} -> {names[j]}")
+        if isinstance(self.host, bool) or not isinstance(self.host, int) or not 0 <= self.host < len(names):
+            raise ConfigError(
+                f"platform {self.name!r}: host {self.host!r} is not a device index 0..{len(names) - 1}"
+            )
 
     @property
     def num_devices(self) -> int:
@@ -167,53 +187,38 @@ class Platform:
         raise UnknownNameError(f"device of platform {self.name!r}", name, [d.name for d in self.devices])
 
 
-def _numeric_fields(spec: dict[str, Any]) -> dict[str, Any]:
-    """A device spec with its numbers as numbers: YAML 1.1 reads ``76.8e9`` (no exponent sign) as a string."""
-    out = dict(spec)
-    try:
-        out["memory_bytes"] = int(float(out["memory_bytes"]))
-        for key in ("mem_bandwidth", "launch_overhead", "invoke_overhead", "contention"):
-            if key in out:
-                out[key] = float(out[key])
-        for key in ("peak_flops", "op_efficiency"):
-            if key in out:
-                out[key] = {k: float(v) for k, v in out[key].items()}
-    except (TypeError, ValueError) as exc:
-        raise PlacementGymError(
-            f"device {spec.get('name')!r}: a numeric field is not a number ({exc})"
-        ) from exc
-    return out
+def platform_from_dict(data: Any, source: str = "platform") -> Platform:
+    """Build a platform from its YAML/dict form (see the files in this folder).
 
+    The data is first checked against :mod:`placement_gym.platforms.schema` (types, required and
+    unknown fields, finite numbers, a ``host`` and link ends that name devices).
 
-def platform_from_dict(data: dict[str, Any]) -> Platform:
-    """Build a platform from its YAML/dict form (see the files in this folder)."""
-    devices = tuple(Device(**_numeric_fields(d)) for d in data["devices"])
+    Args:
+        data: The parsed file.
+        source: Where it came from (file path or name), for error messages.
+
+    Raises:
+        ConfigError: If the data does not follow the schema.
+    """
+    spec = validate_platform(data, source)
+    devices = tuple(Device(**{**d.model_dump(), "memory_bytes": int(d.memory_bytes)}) for d in spec.devices)
     index = {d.name: i for i, d in enumerate(devices)}
-    default = data.get("default_link")
     links: dict[tuple[int, int], Link] = {}
-    if default:
-        default = {k: float(v) for k, v in default.items()}
-        links = {(i, j): Link(**default) for i in range(len(devices)) for j in range(len(devices)) if i != j}
-    for spec in data.get("links", []):
-        try:
-            i, j = index[spec["src"]], index[spec["dst"]]
-        except KeyError as exc:
-            raise UnknownNameError("device in link", str(exc.args[0]), index) from None
-        blocked = spec.get("blocked_bandwidth")
-        links[(i, j)] = Link(
-            latency=float(spec["latency"]),
-            bandwidth=float(spec["bandwidth"]),
-            blocked_bandwidth=None if blocked is None else float(blocked),
-        )
-        if spec.get("bidirectional", True):
+    if spec.default_link is not None:
+        default = Link(**spec.default_link.model_dump())
+        links = {(i, j): default for i in range(len(devices)) for j in range(len(devices)) if i != j}
+    for link in spec.links:
+        i, j = index[link.src], index[link.dst]
+        links[(i, j)] = Link(link.latency, link.bandwidth, link.blocked_bandwidth)
+        if link.bidirectional:
             links[(j, i)] = links[(i, j)]
     return Platform(
-        name=data["name"],
-        description=data.get("description", ""),
+        name=spec.name,
+        description=spec.description,
         devices=devices,
         links=links,
-        host=index.get(data.get("host", devices[0].name), 0),
-        sources=tuple(data.get("sources", ())),
+        host=index[spec.host] if spec.host is not None else 0,
+        sources=tuple(spec.sources),
     )
 
 
@@ -222,17 +227,39 @@ def platform_names() -> list[str]:
     return sorted({p.stem for p in _DIR.glob("*.yaml")} | {"local"})
 
 
-def load_platform(name: str) -> Platform:
-    """The platform called ``name``.
+def load_platform(name: str | os.PathLike) -> Platform:
+    """The platform called ``name``, or the platform file at a path.
+
+    A name is only a name: it may not contain a path separator and must be one of
+    :func:`platform_names`. A file of your own is passed as a :class:`~pathlib.Path` or as a string
+    ending in ``.yaml``/``.yml``.
 
     Raises:
-        UnknownNameError: If there is no such platform (lists the known ones).
+        UnknownNameError: If there is no platform of that name (lists the known ones).
+        ConfigError: For a missing, unreadable or invalid platform file, or an argument of another type.
     """
+    if isinstance(name, os.PathLike) or (isinstance(name, str) and name.endswith(_SUFFIXES)):
+        return _load_file(Path(name))
+    if not isinstance(name, str):
+        raise ConfigError(
+            f"a platform is a name or a path to a .yaml file, got {type(name).__name__} {name!r}"
+        )
     if name == "local":
         from placement_gym.platforms.local import local_platform
 
         return local_platform()
-    path = _DIR / f"{name}.yaml"
-    if not path.is_file():
+    if name not in platform_names():
         raise UnknownNameError("platform", name, platform_names())
-    return platform_from_dict(yaml.safe_load(path.read_text()))
+    return _load_file(_DIR / f"{name}.yaml")
+
+
+def _load_file(path: Path) -> Platform:
+    if path.suffix not in _SUFFIXES:
+        raise ConfigError(f"platform file {path} must end in .yaml or .yml")
+    if not path.is_file():
+        raise ConfigError(f"platform file {path} does not exist (or is not a file)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read platform file {path}: {' '.join(str(exc).split())}") from exc
+    return platform_from_dict(data, source=f"platform file {path}")

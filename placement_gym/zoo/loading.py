@@ -6,8 +6,11 @@ name, recipe version and OpenVINO version.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,13 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.cache import cached_entry
-from placement_gym.errors import CorruptModelError, ModelError
+from placement_gym.errors import ConfigError, CorruptModelError, ModelError, UnknownNameError
 from placement_gym.zoo.models import MODELS, get_spec
+
+logger = logging.getLogger(__name__)
+
+#: Static shape of each named model input, e.g. ``{"input_ids": [1, 128]}``.
+InputShapes = Mapping[str, Sequence[int]]
 
 
 @dataclass
@@ -66,8 +74,17 @@ def _convert_torch(module: Any, example_input: Any) -> ov.Model:
             raise ModelError(f"OpenVINO could not convert {type(module).__name__}: {exc}") from exc
 
 
-def ir_path(name: str) -> Path:
-    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use.
+def _ir_key(name: str) -> str:
+    spec = get_spec(name)
+    return f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
+
+
+def ir_entry(name: str, *, defer_weights: bool = False) -> tuple[Path, str]:
+    """The cached IR of zoo model ``name``: its ``.xml`` path and the SHA-256 of that ``.xml``.
+
+    Converts the model on first use. The ``.xml`` (op names and structure) is always verified against
+    its recorded hash; with ``defer_weights`` the ``.bin`` is only checked by size, and must be verified
+    before it is read (as :func:`ir_path` does).
 
     Raises:
         UnknownNameError: If ``name`` is not a zoo model.
@@ -90,9 +107,20 @@ def ir_path(name: str) -> Path:
             "transformers": transformers.__version__,
         }
 
-    key = f"{spec.name}-v{spec.version}-ov{ov.__version__.split('-')[0]}"
-    directory, _ = cached_entry("ir", key, write)
-    return directory / "model.xml"
+    defer = ("model.bin",) if defer_weights else ()
+    directory, meta = cached_entry("ir", _ir_key(name), write, defer=defer)
+    return directory / "model.xml", meta["files"]["model.xml"]["sha256"]
+
+
+def ir_path(name: str) -> Path:
+    """Path of the cached IR ``.xml`` of zoo model ``name``, converting it on first use and verifying
+    every file's hash (once per process while they are unchanged).
+
+    Raises:
+        UnknownNameError: If ``name`` is not a zoo model.
+        ModelError: If conversion fails (nothing is left in the cache).
+    """
+    return ir_entry(name)[0]
 
 
 def _read_ir_or_onnx(path: Path) -> ov.Model:
@@ -106,12 +134,89 @@ def _read_ir_or_onnx(path: Path) -> ov.Model:
         raise ModelError(f"unsupported model file {path}: expected an OpenVINO IR (.xml) or ONNX (.onnx)")
     try:
         return core().read_model(path)
-    except Exception as exc:
-        raise CorruptModelError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
+    except Exception as exc:  # keep OpenVINO's whole reason ("Incorrect weights in bin file!" is on line 2+)
+        raise CorruptModelError(f"cannot read {path}: {' '.join(str(exc).split())}") from exc
 
 
-def load_model(source: Any, example_input: Any = None) -> LoadedModel:
-    """Load a model from any supported source.
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a model file; for an IR, of the ``.xml`` followed by its ``.bin``."""
+    h = hashlib.sha256()
+    for part in (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,):
+        with open(part, "rb") as f:
+            for chunk in iter(lambda: f.read(2**20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """``"name=1,3,224,224"`` -> ``("name", [1, 3, 224, 224])`` (the CLI's ``--input-shape``).
+
+    Raises:
+        ConfigError: If the text is not ``name=d1,d2,...`` with positive integer dimensions.
+    """
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
+    except ValueError:
+        shape = []
+    if not sep or not name or not shape or min(shape) < 1:
+        raise ConfigError(
+            f"input shape {text!r} is not NAME=D1,D2,... with positive integers (e.g. x=1,3,224,224)"
+        )
+    return name, shape
+
+
+def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.Model:
+    """Give ``model`` static input shapes (in place) and return it.
+
+    Inputs named in ``input_shapes`` get those shapes. Without them, an input whose only dynamic
+    dimension is the first (the batch) gets batch 1, with a logged note; any other dynamic input is an
+    error that says how to fix it.
+
+    Raises:
+        UnknownNameError: For a name in ``input_shapes`` that is not a model input.
+        ConfigError: For a shape that is not a list of positive integers.
+        ModelError: If the model keeps dynamic inputs, or OpenVINO cannot reshape it to the given shapes.
+    """
+    names = {port.get_any_name(): port for port in model.inputs}
+    shapes: dict[str, list[int]] = {}
+    for name, shape in (input_shapes or {}).items():
+        if name not in names:
+            raise UnknownNameError("model input", name, names)
+        dims = list(shape) if isinstance(shape, (list, tuple)) else None
+        if not dims or any(
+            isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims
+        ):
+            raise ConfigError(f"input shape of {name!r} must be a list of positive integers, got {shape!r}")
+        shapes[name] = [int(d) for d in dims]
+    unresolved = []
+    for name, port in names.items():
+        shape = port.get_partial_shape()
+        if name in shapes or not shape.is_dynamic:
+            continue
+        if shape.rank.is_static and len(shape) > 0 and all(d.is_static for d in list(shape)[1:]):
+            shapes[name] = [1] + [d.get_length() for d in list(shape)[1:]]
+            logger.info("model input %r has a dynamic batch dimension (%s); using batch 1", name, shape)
+        else:
+            unresolved.append(f"{name} {shape}")
+    if unresolved:
+        first = unresolved[0].split(" ")[0]
+        raise ModelError(
+            f"the model has dynamic input shapes ({'; '.join(unresolved)}); give static ones with "
+            f"input_shapes={{{first!r}: [d1, d2, ...]}} (CLI: --input-shape {first}=d1,d2,...)"
+        )
+    if shapes:
+        try:
+            model.reshape({name: ov.PartialShape(shape) for name, shape in shapes.items()})
+        except Exception as exc:
+            raise ModelError(f"cannot reshape the model to {shapes}: {' '.join(str(exc).split())}") from exc
+    return model
+
+
+def load_model(
+    source: Any, example_input: Any = None, input_shapes: InputShapes | None = None
+) -> LoadedModel:
+    """Load a model from any supported source, with static input shapes.
 
     Args:
         source: A zoo model name (see :data:`~placement_gym.zoo.models.MODELS`), a path to an OpenVINO IR
@@ -119,14 +224,21 @@ def load_model(source: Any, example_input: Any = None) -> LoadedModel:
             ``openvino.Model``.
         example_input: Example input of a torch module (tensor, tuple or dict of tensors) whose shapes
             become the model's static input shapes.
+        input_shapes: Static shapes for dynamic model inputs, by input name (see :func:`make_static`;
+            a dynamic batch dimension alone defaults to 1). Not for zoo models, whose shapes are fixed.
 
     Raises:
-        UnknownNameError: For a string that is neither a zoo name nor an existing file.
-        ModelError: For a missing file, an unsupported format or a failed conversion.
-        CorruptModelError: For a file OpenVINO cannot read.
+        UnknownNameError: For a string that is neither a zoo name nor an existing file, or an unknown
+            input name in ``input_shapes``.
+        ModelError: For a missing file, an unsupported format, a failed conversion, or dynamic input
+            shapes that ``input_shapes`` does not resolve.
+        CorruptModelError: For a file OpenVINO cannot read (with OpenVINO's whole message).
     """
+    if input_shapes and isinstance(source, str) and source in MODELS:
+        raise ConfigError(f"zoo model {source!r} has fixed input shapes; input_shapes is for your own models")
     if isinstance(source, ov.Model):
-        return LoadedModel(source, source.get_friendly_name() or "model", 0, {"source": "ov.Model"})
+        model = make_static(source, input_shapes)
+        return LoadedModel(model, model.get_friendly_name() or "model", 0, {"source": "ov.Model"})
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if text in MODELS:
@@ -136,7 +248,7 @@ def load_model(source: Any, example_input: Any = None) -> LoadedModel:
             return LoadedModel(model, spec.name, spec.version, {"source": str(path), "config": spec.config})
         path = Path(text)
         if path.suffix in (".xml", ".onnx") or path.exists():
-            model = _read_ir_or_onnx(path)
+            model = make_static(_read_ir_or_onnx(path), input_shapes)
             return LoadedModel(model, path.stem, 0, {"source": str(path.resolve())})
         get_spec(text)  # raises UnknownNameError listing the zoo
     try:
@@ -146,7 +258,7 @@ def load_model(source: Any, example_input: Any = None) -> LoadedModel:
     if torch is not None and isinstance(source, torch.nn.Module):
         if example_input is None:
             raise ModelError("a torch.nn.Module needs example_input to be converted")
-        model = _convert_torch(source, example_input)
+        model = make_static(_convert_torch(source, example_input), input_shapes)
         return LoadedModel(model, type(source).__name__, 0, {"source": "torch.nn.Module"})
     raise ModelError(
         f"cannot load a model from {type(source).__name__}; pass a zoo name, an .xml/.onnx path, "

@@ -238,11 +238,11 @@ def test_sequential_method_counts_final_placements():
 def test_saved_policy_applies_to_another_graph(tmp_path):
     method = PPOGNN(gnn="gat", hidden=16, layers=2)
     method.place(make_env(max_nodes=64, max_edges=128), budget=48, seed=0)
-    method.save(tmp_path / "ppo_gnn.zip")
+    method.save(tmp_path / "ppo_gnn")
     other = make_env("tiny_bert", coarsening="k", k=16, max_nodes=64, max_edges=128)
     expected = method.predict_placement(other)
     loaded = PPOGNN()
-    loaded.load(tmp_path / "ppo_gnn.zip")
+    loaded.load(tmp_path / "ppo_gnn")
     placement = loaded.predict_placement(other)
     assert placement.shape == (other.num_groups,) and np.array_equal(placement, expected)
     assert np.all((placement >= 0) & (placement < other.num_devices))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from placement_gym.benchmarks import load_benchmark
-from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
 from placement_gym.platforms import Device, Link, load_platform, platform_from_dict, platform_names
 from placement_gym.simulation.cost_model import CostModel
 from tests.hardware import two_threads_run_in_parallel
@@ -65,13 +65,13 @@ def test_bad_platform_data_rejected() -> None:
              "peak_flops": {"f32": 1e12}, "mem_bandwidth": "fast", "launch_overhead": 1e-6},
         ],
     }  # fmt: skip
-    with pytest.raises(PlacementGymError, match="numeric"):
+    with pytest.raises(PlacementGymError, match=r"devices\[1\] 'b'.mem_bandwidth: .*valid number"):
         platform_from_dict(spec)
     spec["devices"][1]["mem_bandwidth"] = 1e10
     with pytest.raises(PlacementGymError, match="no link"):
         platform_from_dict(spec)
     spec["links"] = [{"src": "a", "dst": "c", "latency": 1e-6, "bandwidth": 1e9}]
-    with pytest.raises(UnknownNameError):
+    with pytest.raises(ConfigError, match="'c' names no device"):
         platform_from_dict(spec)
     spec["links"] = [{"src": "a", "dst": "b", "latency": 1e-6, "bandwidth": 1e9}]
     assert platform_from_dict(spec).num_devices == 2

@@ -1,0 +1,118 @@
+"""The schema of a platform file, checked with pydantic before any :class:`Device` is built.
+
+Every field is typed, unknown keys are refused (a misspelt ``launch_overhaed`` must not silently fall
+back to a default), numbers must be finite, and YAML 1.1's habit of reading ``76.8e9`` as a string is
+undone by pydantic's number parsing. Errors come back as one :class:`~placement_gym.errors.ConfigError`
+listing every bad field by its place in the file (``devices[1] 'gpu': mem_bandwidth``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from placement_gym.errors import ConfigError
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceSpec(_Strict):
+    """One entry of ``devices:`` (field meanings: :class:`placement_gym.platforms.Device`)."""
+
+    name: str = Field(min_length=1)
+    kind: str
+    ov_device: str = Field(min_length=1)
+    precision: str
+    memory_bytes: Positive
+    peak_flops: dict[str, Positive]
+    mem_bandwidth: Positive
+    launch_overhead: NonNegative
+    ov_config: dict[str, Any] = Field(default_factory=dict)
+    op_efficiency: dict[str, Positive] = Field(default_factory=dict)
+    invoke_overhead: NonNegative = 0.0
+    contention: NonNegative = 0.0
+
+
+class LinkSpec(_Strict):
+    """``default_link:`` (no endpoints) or one entry of ``links:``."""
+
+    latency: NonNegative
+    bandwidth: Positive
+    blocked_bandwidth: Positive | None = None
+
+
+class EndpointLinkSpec(LinkSpec):
+    src: str
+    dst: str
+    bidirectional: bool = True
+
+
+class PlatformSpec(_Strict):
+    """A whole platform file."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    host: str | None = None
+    sources: list[str] = Field(default_factory=list)
+    devices: list[DeviceSpec] = Field(min_length=1)
+    default_link: LinkSpec | None = None
+    links: list[EndpointLinkSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> PlatformSpec:
+        names = [d.name for d in self.devices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"device names must be unique, got {names}")
+        if self.host is not None and self.host not in names:
+            raise ValueError(f"host {self.host!r} names no device (devices: {', '.join(names)})")
+        for link in self.links:
+            for end in (link.src, link.dst):
+                if end not in names:
+                    raise ValueError(f"link {link.src} -> {link.dst}: {end!r} names no device")
+        return self
+
+
+def _place(loc: tuple[Any, ...], data: Any) -> str:
+    """``("devices", 1, "mem_bandwidth")`` -> ``"devices[1] 'b'.mem_bandwidth"`` (the device's name added)."""
+    text, node = "", data
+    for item in loc:
+        if isinstance(item, int):
+            node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+            named = isinstance(node, dict) and "name" in node
+            text += f"[{item}]" + (f" {node['name']!r}" if named else "")
+        else:
+            node = node.get(item) if isinstance(node, dict) else None
+            text += f".{item}" if text else str(item)
+    return text or "file"
+
+
+def validate_platform(data: Any, source: str = "platform") -> PlatformSpec:
+    """Check a platform's YAML/dict form against the schema.
+
+    Args:
+        data: What ``yaml.safe_load`` returned for the file.
+        source: Where the data came from, for the message.
+
+    Raises:
+        ConfigError: Listing every bad or missing field and every unknown key.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a platform file must be a mapping, got {type(data).__name__}")
+    try:
+        return PlatformSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = _place(err["loc"], data)
+            given = f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden") else ""
+            if err["type"] == "extra_forbidden":
+                problems.append(f"{where}: unknown field")
+            else:
+                problems.append(f"{where}: {err['msg']}{given}")
+        raise ConfigError(f"{source} {data.get('name', '')!r} is invalid: " + "; ".join(problems)) from None

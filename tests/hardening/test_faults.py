@@ -1,0 +1,173 @@
+"""Faults of the measured backend (issue #12, 7): hung single-segment runs, a bad ``cache_path``, forged
+result-cache lines."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from placement_gym.backends.base import LatencyResult
+from placement_gym.backends.result_cache import ResultCache, fingerprint
+from placement_gym.errors import BackendError
+from placement_gym.measured.backend import MeasuredBackend
+from placement_gym.measured.dataflow import PartitionedExecutor, Plan, _Compiled
+from placement_gym.measured.executor import ExecutionFailure
+from placement_gym.measured.hetero import HeteroExecutor, HeteroPlan
+from placement_gym.platforms import platform_from_dict
+
+
+class _HungRequest:
+    """An infer request whose inference never finishes (what a wedged device driver looks like)."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def infer(self) -> None:  # the old code path: would block forever
+        raise AssertionError("a blocking infer() cannot be timed out")
+
+    def start_async(self) -> None:
+        pass
+
+    def wait_for(self, timeout_ms: int) -> bool:
+        time.sleep(timeout_ms / 1000)
+        return False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def wait(self) -> None:
+        pass
+
+
+def _executor(cls, timeout: float):
+    executor = cls.__new__(cls)  # only the run path is exercised; no model needed
+    executor.run_timeout = timeout
+    if cls is PartitionedExecutor:
+        import queue
+
+        executor._done = queue.SimpleQueue()
+    return executor
+
+
+def test_a_hung_single_segment_inference_times_out() -> None:
+    request = _HungRequest()
+    plan = Plan([_Compiled(segment=None, request=request)], deps=[[]], users=[[]])
+    start = time.perf_counter()
+    with pytest.raises(ExecutionFailure, match=r"did not finish within 0.05 s") as info:
+        _executor(PartitionedExecutor, 0.05).run(plan)
+    assert not info.value.cacheable and request.cancelled and time.perf_counter() - start < 5
+
+
+def test_a_hung_hetero_inference_times_out() -> None:
+    request = _HungRequest()
+    with pytest.raises(ExecutionFailure, match="did not finish"):
+        _executor(HeteroExecutor, 0.05).run(HeteroPlan(compiled=None, request=request))
+    assert request.cancelled
+
+
+_DEVICE = {
+    "kind": "virtual", "ov_device": "CPU", "precision": "f32", "memory_bytes": 8 << 30,
+    "peak_flops": {"f32": 5e10}, "mem_bandwidth": 1e10, "launch_overhead": 1e-5,
+    "ov_config": {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_cpus():
+    return platform_from_dict(
+        {
+            "name": "two-vcpu",
+            "devices": [{**_DEVICE, "name": "cpu0"}, {**_DEVICE, "name": "cpu1"}],
+            "default_link": {"latency": 1e-6, "bandwidth": 1e10},
+        }
+    )
+
+
+def test_single_segment_measurement_still_runs(tiny_cnn, two_cpus) -> None:
+    graph = tiny_cnn.coarsen("fused")
+    backend = MeasuredBackend(tiny_cnn, graph, two_cpus, warmup=0, repeats=2, run_timeout=30)
+    result = backend.evaluate(np.zeros(graph.num_groups, np.int64))
+    assert result.feasible and result.samples == 2 and 0 < result.latency < 30
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"time_budget": "10"}, "time_budget must be a finite number"),
+        ({"time_budget": float("inf")}, "time_budget"),
+        ({"run_timeout": -1}, "run_timeout"),
+        ({"run_timeout": float("nan")}, "run_timeout"),
+        ({"seed": "0"}, "seed"),
+        ({"max_compiled_ops": 0}, "max_compiled_ops"),
+    ],
+)
+def test_measured_backend_arguments_are_checked(tiny_cnn, two_cpus, kwargs, message) -> None:
+    with pytest.raises(BackendError, match=message):
+        MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), two_cpus, **kwargs)
+
+
+def test_cache_path_that_is_a_directory_fails_at_construction(tiny_cnn, two_cpus, tmp_path) -> None:
+    graph = tiny_cnn.coarsen("fused")
+    with pytest.raises(BackendError, match="is a directory"):
+        MeasuredBackend(tiny_cnn, graph, two_cpus, cache_path=str(tmp_path))
+    afile = tmp_path / "file"
+    afile.write_text("")
+    with pytest.raises(BackendError, match="is a file, not a directory"):
+        MeasuredBackend(tiny_cnn, graph, two_cpus, cache_path=str(afile / "results.jsonl"))
+
+
+def test_a_cache_file_that_becomes_unwritable_does_not_fail_evaluation(tmp_path) -> None:
+    path = tmp_path / "sub" / "results.jsonl"
+    cache = ResultCache(8, {"a": 1}, path)
+    path.parent.mkdir()
+    path.mkdir()  # the file's place is taken by a directory after construction
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        cache.put(np.zeros(3, np.int64), LatencyResult(latency=0.1))
+    assert cache.path is None and len(cache) == 1
+
+
+def _line(config: dict, **fields) -> str:
+    row = {
+        "type": "result", "fingerprint": fingerprint(config), "placement": [0, 1, 0], "latency": 0.01,
+        "spread": 0.0, "feasible": True, "reason": "", "samples": 3,
+    }  # fmt: skip
+    row.update(fields)
+    return json.dumps(row) + "\n"
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"feasible": "false", "latency": float("inf")},
+        {"feasible": "true"},
+        {"feasible": 1},
+        {"latency": "0.01"},
+        {"latency": float("inf")},  # "feasible" with an infinite latency
+        {"feasible": False},  # infeasible with a finite latency
+        {"latency": -0.01},
+        {"placement": [0, 1]},  # wrong length
+        {"placement": [0, 1, 7]},  # device out of range
+        {"placement": [0, 1.5, 0]},
+        {"samples": "3"},
+        {"spread": None},
+        {"reason": 5},
+    ],
+)
+def test_result_cache_rejects_forged_lines(tmp_path, forged: dict) -> None:
+    config = {"benchmark": "x"}
+    path = tmp_path / "results.jsonl"
+    path.write_text(_line(config, **forged) + "[" * 100_000 + "\n")  # and a hostile deep line
+    cache = ResultCache(8, config, path, width=3, num_devices=2)
+    assert len(cache) == 0 and cache.rejected == 1
+
+
+def test_result_cache_reads_valid_lines(tmp_path) -> None:
+    config = {"benchmark": "x"}
+    path = tmp_path / "results.jsonl"
+    path.write_text(_line(config) + _line(config, placement=[1, 1, 1], feasible=False, latency=float("inf")))
+    cache = ResultCache(8, config, path, width=3, num_devices=2)
+    hit = cache.get(np.array([1, 1, 1], np.int64).tobytes())
+    assert len(cache) == 2 and hit is not None and not hit.feasible and cache.rejected == 0
