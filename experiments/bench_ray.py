@@ -14,8 +14,10 @@ Drivers (``K`` = ``--samples-per-update``):
   It gains from several actors only once HSDAG evaluates each update's samples with one
   ``evaluate_batch`` call; while it evaluates them one by one, 2 actors cannot beat 1.
 
-Prints evaluations/s per actor count, the ratio 2 actors / 1 actor and the load average before and
-after each run (on a loaded machine the figures are not the pool's, but the machine's).
+Prints per actor count the evaluations/s, how much of the wall time each actor spent evaluating (the
+rest it waited for the driver), the CPU seconds the actors used per evaluation, and the load average
+before and after the run; then the ratio 2 actors / 1 actor. On a loaded machine the evaluations/s are
+the machine's more than the pool's: the CPU seconds per evaluation say whether the work itself changed.
 
 Usage:
     python -m experiments.bench_ray --driver batch --model resnet50 --samples-per-update 8 --updates 4
@@ -103,13 +105,15 @@ def run(
                 evaluations, distinct, seconds = _batch_driver(pool, k, updates, seed)
             else:
                 evaluations, distinct, seconds = _hsdag_driver(pool, k, budget, seed)
-            cores = [w["cores"] for w in pool.describe_workers()]
+            actors = pool.describe_workers()
         finally:
             pool.close()
         rows.append(
             dict(
                 workers=n,
-                cores=cores,
+                cores=[a["cores"] for a in actors],
+                busy=[a["busy_seconds"] / seconds for a in actors],
+                cpu_per_evaluation=sum(a["cpu_seconds"] for a in actors) / evaluations,
                 evaluations=evaluations,
                 distinct=distinct,
                 seconds=seconds,
@@ -119,9 +123,12 @@ def run(
                 load_after=_load(),
             )
         )
+        row = rows[-1]
         print(
-            f"{n} actor(s) on cores {cores}: {evaluations} evaluations ({distinct} distinct) in "
-            f"{seconds:.1f} s = {evaluations / seconds:.3f} /s  (load {load_before} -> {rows[-1]['load_after']})",
+            f"{n} actor(s) on cores {row['cores']}: {evaluations} evaluations ({distinct} distinct) in "
+            f"{seconds:.1f} s = {evaluations / seconds:.3f} /s; actors busy "
+            f"{', '.join(f'{b:.0%}' for b in row['busy'])} of the time, "
+            f"{row['cpu_per_evaluation']:.2f} CPU s per evaluation  (load {load_before} -> {row['load_after']})",
             flush=True,
         )
     return rows

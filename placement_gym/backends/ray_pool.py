@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,6 +117,8 @@ class _Evaluator:
 
         self.cores: list[int] = []
         self.evaluations = 0
+        self.busy_seconds = 0.0  # wall time spent evaluating
+        self.cpu_seconds = 0.0  # CPU time of the whole process (all threads) spent evaluating
         self._locks: list[int] = []
         if pin_cores:
             # Before the backend exists: OpenVINO's threads inherit the affinity of the thread creating them.
@@ -129,15 +132,19 @@ class _Evaluator:
             self.backend = inner(bench, graph, platform, **inner_kwargs)
 
     def describe(self) -> dict[str, Any]:
-        """The actor's process id, pinned cores, placements evaluated and the placement-gym it imported."""
+        """The actor's process id, pinned cores, placements evaluated, wall and CPU seconds spent
+        evaluating them, and the placement-gym it imported."""
         return {
             "pid": os.getpid(),
             "cores": self.cores,
             "evaluations": self.evaluations,
+            "busy_seconds": self.busy_seconds,
+            "cpu_seconds": self.cpu_seconds,
             "package": placement_gym.__file__,
         }
 
     def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
+        wall, cpu = time.perf_counter(), time.process_time()
         out = []
         for p in placements:
             self.evaluations += 1
@@ -145,6 +152,8 @@ class _Evaluator:
                 out.append(self.backend.evaluate(p))
             except Exception as exc:  # a failed evaluation is an infeasible result, never a dead worker
                 out.append(LatencyResult.infeasible(f"worker error: {type(exc).__name__}: {exc}"))
+        self.busy_seconds += time.perf_counter() - wall
+        self.cpu_seconds += time.process_time() - cpu
         return out
 
 
@@ -257,8 +266,9 @@ class RayBackend(LatencyBackend):
             raise BackendError(f"the Ray workers could not start: {_first_line(exc)}") from exc
 
     def describe_workers(self) -> list[dict[str, Any]]:
-        """Each actor's ``pid``, pinned ``cores``, ``evaluations`` made and the ``package`` file of
-        placement-gym it imported (waits for the actors to be built)."""
+        """Each actor's ``pid``, pinned ``cores``, ``evaluations`` made, ``busy_seconds`` and
+        ``cpu_seconds`` spent on them and the ``package`` file of placement-gym it imported (waits for
+        the actors to be built)."""
         return self._ray.get([w.describe.remote() for w in self.workers])
 
     def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
