@@ -279,7 +279,10 @@ class RayBackend(LatencyBackend):
 
         Raises:
             PlacementError: If the batch is not ``(B, G)`` or a row is not a valid placement.
+            BackendError: If the pool was closed.
         """
+        if not self.workers:
+            raise BackendError("the Ray pool is closed")
         placements = np.asarray(placements)
         if placements.ndim != 2:
             raise PlacementError(f"a batch of placements must have shape (B, G), got {placements.shape}")

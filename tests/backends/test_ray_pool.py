@@ -201,4 +201,13 @@ def test_ray_backend_drives_an_env(local_ray):
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(np.zeros(env.num_groups, dtype=np.int64))
     assert terminated and info["feasible"] and np.isfinite(reward)
+    pool = env.backend
+    os.kill(pool.describe_workers()[0]["pid"], signal.SIGKILL)
+    for _ in range(2):  # a dead actor used to make every second step raise ActorDiedError
+        env.reset()
+        _, reward, _, _, info = env.step(np.ones(env.num_groups, dtype=np.int64))
+        assert info["feasible"] and np.isfinite(reward)
+    assert pool.replaced == 1
     env.close()
+    with pytest.raises(BackendError, match="closed"):
+        pool.evaluate(np.zeros(env.num_groups, dtype=np.int64))
