@@ -10,8 +10,9 @@ Dispatch: :meth:`RayBackend.evaluate_batch` keeps every actor busy with one chun
 placements, one by default) at a time, hands the next chunk to whichever actor is idle first
 (``ray.wait``) and returns the results in input order; :meth:`~RayBackend.evaluate` is a batch of one.
 Identical placements within one batch are evaluated once and share the result. Each actor keeps its
-inner backend's own result cache, so a placement repeated in a later batch is answered from the cache
-only if it lands on the actor that evaluated it.
+inner backend's own result cache; a placement evaluated in an earlier call goes back to the actor that
+evaluated it, so repeats are answered from its cache as by a single backend (unless that actor has
+been replaced since).
 
 Faults: when an actor dies (its process killed, out of memory, a crash inside OpenVINO), the pool
 replaces it with a new actor and re-runs the placements it was evaluating, up to ``max_retries`` more
@@ -36,7 +37,7 @@ import math
 import os
 import tempfile
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ from placement_gym.errors import BackendError, PlacementError
 #: Where pinned actors lock the cores they hold (one ``cpu<N>.lock`` per core, shared by all users of
 #: the machine; a lock is released by the kernel when its process dies).
 CORE_LOCK_DIR = Path(tempfile.gettempdir()) / "placement-gym-cores"
+#: Placements whose actor the pool remembers, to send repeats back to that actor's cache.
+HOMES_KEPT = 65536
 
 
 def claim_cores(count: int, lock_dir: Path = CORE_LOCK_DIR) -> tuple[list[int], list[int]]:
@@ -252,6 +255,9 @@ class RayBackend(LatencyBackend):
         self._spawn = lambda: actor.remote(*args)
         self.workers = [self._spawn() for _ in range(num_workers)]
         self._idle = deque(range(num_workers))
+        #: Placement hash -> (slot, generation of the slot's actor) that evaluated it, oldest first.
+        self._home: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self._generation = [0] * num_workers
         try:
             self._ray.get([w.describe.remote() for w in self.workers], timeout=start_timeout)
         except ray.exceptions.GetTimeoutError as exc:
@@ -296,15 +302,30 @@ class RayBackend(LatencyBackend):
         return [results[r] for r in rows]
 
     def _dispatch(self, batch: np.ndarray) -> list[LatencyResult]:
-        """Evaluate distinct placements: one chunk per idle actor, the next chunk to the first actor done."""
+        """Evaluate distinct placements: one chunk per idle actor, the next chunk to the first actor done.
+
+        A placement evaluated before goes back to the actor that evaluated it, whose cache answers it
+        at once (a replaced actor's cache is gone, so its placements go anywhere).
+        """
         ray = self._ray
         results: list[LatencyResult | None] = [None] * len(batch)
         failures = [0] * len(batch)
-        pending = deque(range(len(batch)))
+        keys = [hash(row.tobytes()) for row in batch]  # a collision only sends a placement elsewhere
+        homed: dict[int, list[int]] = {}
+        pending: deque[int] = deque()
+        for i, key in enumerate(keys):
+            slot, generation = self._home.get(key, (-1, -1))
+            if slot >= 0 and self._generation[slot] == generation:
+                homed.setdefault(slot, []).append(i)
+            else:
+                pending.append(i)
         if len(self._idle) != len(self.workers):  # a previous call was interrupted while slots ran
             self._idle = deque(range(len(self.workers)))
         idle = self._idle  # longest idle first, across calls too: single evaluations take turns
         running: dict[Any, tuple[int, list[int]]] = {}
+        for slot, chunk in homed.items():
+            idle.remove(slot)
+            running[self.workers[slot].evaluate_batch.remote(batch[chunk])] = (slot, chunk)
         while pending or running:
             while pending and idle:
                 slot = idle.popleft()
@@ -315,6 +336,7 @@ class RayBackend(LatencyBackend):
             try:
                 for i, result in zip(chunk, ray.get(ref), strict=True):
                     results[i] = result
+                    self._remember(keys[i], slot)
             except ray.exceptions.RayError as exc:
                 if isinstance(exc, ray.exceptions.RayActorError):
                     self._replace(slot)
@@ -332,6 +354,13 @@ class RayBackend(LatencyBackend):
             idle.append(slot)
         return results  # type: ignore[return-value]
 
+    def _remember(self, key: int, slot: int) -> None:
+        """Record that the actor now in ``slot`` evaluated the placement hashed to ``key``."""
+        self._home[key] = (slot, self._generation[slot])
+        self._home.move_to_end(key)
+        if len(self._home) > HOMES_KEPT:
+            self._home.popitem(last=False)
+
     def _replace(self, slot: int) -> None:
         """Start a new actor in place of the dead one in ``slot``."""
         try:
@@ -339,6 +368,7 @@ class RayBackend(LatencyBackend):
         except Exception:  # already gone, which is the usual case
             pass
         self.workers[slot] = self._spawn()
+        self._generation[slot] += 1
         self.replaced += 1
 
     def close(self) -> None:
