@@ -226,15 +226,20 @@ class RayBackend(LatencyBackend):
                 raise BackendError(f"{arg} must be an integer >= {low}, got {value!r}")
         if not cpus_per_worker > 0:
             raise BackendError(f"cpus_per_worker must be > 0, got {cpus_per_worker!r}")
+        from placement_gym.backends import backend_class
+
+        inner_class = backend_class(inner) if isinstance(inner, str) else inner
+        if not (isinstance(inner_class, type) and issubclass(inner_class, LatencyBackend)):
+            raise BackendError(f"inner must be a backend name or a LatencyBackend subclass, got {inner!r}")
+        if inner_class is RayBackend:
+            raise BackendError("inner='ray' would nest pools; give the backend each actor runs")
+        self.deterministic = inner_class.deterministic
         try:
             if not ray.is_initialized():
                 extra = {"include_dashboard": False} if address is None else {}
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)
         except Exception as exc:
             raise BackendError(f"cannot connect to Ray at {address!r}: {exc}") from exc
-        from placement_gym.backends import backend_class
-
-        self.deterministic = (backend_class(inner) if isinstance(inner, str) else inner).deterministic
         self.max_retries, self.chunk_size = max_retries, chunk_size
         #: Actors replaced after they died, since the pool started.
         self.replaced = 0

@@ -15,7 +15,7 @@ import placement_gym
 from placement_gym.backends import make_backend
 from placement_gym.backends.ray_pool import claim_cores
 from placement_gym.benchmarks import load_benchmark
-from placement_gym.errors import BackendError, PlacementError
+from placement_gym.errors import BackendError, PlacementError, UnknownNameError
 from placement_gym.platforms import load_platform
 from placement_gym.simulation.backend import SimulatedBackend
 
@@ -160,6 +160,10 @@ def test_claim_cores_never_hands_out_a_held_core(tmp_path):
 def test_bad_arguments_are_named(local_ray, problem):
     with pytest.raises(BackendError, match="num_workers"):
         make_backend("ray", *problem, inner="simulated", num_workers=0)
+    with pytest.raises(UnknownNameError, match="simulatd"):
+        make_backend("ray", *problem, inner="simulatd")
+    with pytest.raises(BackendError, match="nest"):
+        make_backend("ray", *problem, inner="ray")
     with pytest.raises(BackendError, match="max_retries"):
         make_backend("ray", *problem, inner="simulated", max_retries=-1)
     with pytest.raises(BackendError, match="could not start"):
