@@ -16,12 +16,14 @@ Drivers (``K`` = ``--samples-per-update``):
 
 Prints per actor count the evaluations/s, how much of the wall time each actor spent evaluating (the
 rest it waited for the driver), the CPU seconds the actors used per evaluation, and the load average
-before and after the run; then the ratio 2 actors / 1 actor. On a loaded machine the evaluations/s are
-the machine's more than the pool's: the CPU seconds per evaluation say whether the work itself changed.
+before and after the run; then the ratio of evaluations/s, most / fewest actors. On a loaded machine
+the evaluations/s are the machine's more than the pool's: the CPU seconds per evaluation say whether
+the work itself changed.
 
 Usage:
     python -m experiments.bench_ray --driver batch --model resnet50 --samples-per-update 8 --updates 4
     python -m experiments.bench_ray --driver hsdag --model resnet50 --samples-per-update 8 --budget 32
+    python -m experiments.bench_ray --workers 1,2,1,2 --updates 8 --json ray.json   # on a noisy machine
 """
 
 from __future__ import annotations
@@ -142,15 +144,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples-per-update", type=int, default=8, help="K placements per update")
     parser.add_argument("--updates", type=int, default=4, help="batch driver: batches of K")
     parser.add_argument("--budget", type=int, default=32, help="hsdag driver: evaluations")
-    parser.add_argument("--workers", default="1,2", help="actor counts to compare, comma-separated")
+    parser.add_argument(
+        "--workers",
+        default="1,2",
+        help="actor counts to run, comma-separated; repeat them (1,2,1,2) to average over a drifting load",
+    )
     parser.add_argument("--warmup", type=int, default=2, help="measured backend warm-up runs")
     parser.add_argument("--repeats", type=int, default=5, help="measured backend timed runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
     workers = [int(w) for w in args.workers.split(",")]
-    if len(workers) > len(os.sched_getaffinity(0)):
-        parser.error(f"--workers {args.workers}: this machine has only {len(os.sched_getaffinity(0))} cores")
+    cores = len(os.sched_getaffinity(0))
+    if min(workers) < 1 or max(workers) > cores:
+        parser.error(f"--workers {args.workers}: each count must be 1..{cores} (one core per pinned actor)")
     print(f"driver={args.driver} model={args.model} level={args.coarsening} K={args.samples_per_update}")
     rows = run(
         args.driver,
@@ -163,10 +170,15 @@ def main(argv: list[str] | None = None) -> None:
         {"warmup": args.warmup, "repeats": args.repeats},
         args.seed,
     )
-    if len(rows) >= 2:
+    low, high = min(workers), max(workers)
+    if high > low:
+        rate = {
+            n: sum(r["evaluations"] for r in rows if r["workers"] == n)
+            / sum(r["seconds"] for r in rows if r["workers"] == n)
+            for n in (low, high)
+        }
         print(
-            f"ratio {rows[-1]['workers']} / {rows[0]['workers']} actors: "
-            f"{rows[-1]['per_second'] / rows[0]['per_second']:.2f}x"
+            f"ratio {high} / {low} actors: {rate[high] / rate[low]:.2f}x (evaluations/s over all their runs)"
         )
     if args.json:
         with open(args.json, "w") as f:
