@@ -30,14 +30,16 @@ def rss_mb():
 steps, cache_size = int(sys.argv[1]), int(sys.argv[2])
 env = gym.make("DevicePlacementSim-bert-v0", backend_kwargs={"cache_size": cache_size})
 env.reset(seed=0)
-backend = env.unwrapped.backend
+backend = env.unwrapped.problem.backend
 rng = np.random.default_rng(0)
 n, d = len(env.action_space.nvec), int(env.action_space.nvec[0])
 env.step(rng.integers(0, d, n))  # compiles the schedule: not part of the growth
+env.reset()
 start_rss, start = rss_mb(), time.perf_counter()
 trace = []
 for i in range(1, steps + 1):
     env.step(rng.integers(0, d, n))
+    env.reset()  # one-shot episodes
     if i % max(1, steps // 20) == 0:
         trace.append((i, round(rss_mb(), 1)))
 end_rss = rss_mb()

@@ -206,7 +206,7 @@ def test_ray_backend_drives_an_env(local_ray):
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(np.zeros(env.num_groups, dtype=np.int64))
     assert terminated and info["feasible"] and np.isfinite(reward)
-    pool = env.backend
+    pool = env.problem.backend
     os.kill(pool.describe_workers()[0]["pid"], signal.SIGKILL)
     for _ in range(2):  # a dead actor used to make every second step raise ActorDiedError
         env.reset()
