@@ -4,6 +4,7 @@ Subcommands:
     bench    a grid of models x methods x seeds, with a table, CSV and plots (default: the small preset)
     train    one method on one env ID, with progress, TensorBoard logs and the best placement as JSON
     show     render a saved placement (text table and PNG)
+    place    place a model with a saved policy (zero-shot or fine-tuned)
     graphs   node/edge counts of the benchmark graphs at every coarsening level
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
@@ -35,7 +36,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import bench, show, train
+    from experiments import bench, place, show, train
 
     parser = argparse.ArgumentParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of any error"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in (("bench", bench), ("train", train), ("show", show)):
+    for name, module in (("bench", bench), ("train", train), ("show", show), ("place", place)):
         doc = module.__doc__.splitlines()[0]
         module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
     graphs = sub.add_parser(
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from experiments import bench, show, train
+    from experiments import bench, place, show, train
 
     if args.command == "graphs":
         from experiments.graph_table import graph_table
@@ -66,7 +67,7 @@ def _run(args: argparse.Namespace) -> None:
 
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
-        {"bench": bench, "train": train, "show": show}[args.command].run_from_args(args)
+        {"bench": bench, "train": train, "show": show, "place": place}[args.command].run_from_args(args)
 
 
 def _show_notes() -> None:

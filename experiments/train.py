@@ -17,6 +17,10 @@ Usage:
     python -m experiments.train --agent ppo_gnn --env DevicePlacementSim-bert-v0 --budget 2000 --seed 0
     placement-gym train --agent hsdag --env DevicePlacement-resnet50-v0 --budget 500
     placement-gym train --agent ppo_gnn --env DevicePlacement-bert-v0 --n-envs 4 --ray-address auto
+    placement-gym train --agent ppo_gnn --env DevicePlacementSim-resnet50-v0 DevicePlacementSim-bert-v0 \
+        --budget 2000 --max-nodes 320 --max-edges 512 --agent-kwargs '{"observation": "device"}'
+
+Several ``--env`` IDs train one policy on all of them (one budget across the tasks; OUT/policy, OUT/results.json).
 """
 
 from __future__ import annotations
@@ -299,7 +303,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent", required=True, choices=list(METHODS), metavar="AGENT", help=f"the method: one of {names}"
     )
-    parser.add_argument("--env", required=True, help="a registered env ID, e.g. DevicePlacementSim-bert-v0")
+    parser.add_argument(
+        "--env",
+        required=True,
+        nargs="+",
+        help="a registered env ID, e.g. DevicePlacementSim-bert-v0; several IDs train one policy on all of them "
+        "(SB3 learners, one budget across the tasks, the policy saved to OUT/policy)",
+    )
+    parser.add_argument(
+        "--max-nodes", type=_positive, default=None, help="multi-task: pad graphs to this many groups"
+    )
+    parser.add_argument(
+        "--max-edges", type=_positive, default=None, help="multi-task: pad graphs to this many edges"
+    )
     parser.add_argument(
         "--budget",
         type=_positive,
@@ -339,7 +355,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def train_tasks(
+    agent: str,
+    env_ids: list[str],
+    out: Path,
+    budget: int | None,
+    seed: int,
+    env_kwargs: dict[str, Any],
+    agent_kwargs: dict[str, Any],
+    max_nodes: int | None = None,
+    max_edges: int | None = None,
+) -> list[PlacementResult]:
+    """Train one SB3 policy on several env IDs with one budget; writes ``OUT/policy`` (the safe format)
+    and ``OUT/results.json`` (each task's best latency, placement and evaluations)."""
+    from agents.sb3.methods import SB3Method
+    from agents.sb3.multitask import train_multitask
+
+    method = _method(agent, agent_kwargs, 1, out / "tb")
+    if not isinstance(method, SB3Method):
+        raise ConfigError(f"training on several envs needs a Stable-Baselines3 learner; {agent} is not one")
+    if budget is None:
+        budget = method.budget
+    envs = [make_env(env_id, env_kwargs, None, 1) for env_id in env_ids]
+    try:
+        results = train_multitask(method, envs, budget, seed, max_nodes, max_edges)
+        out.mkdir(parents=True, exist_ok=True)
+        method.save(out / "policy")
+        rows = [
+            {
+                "env_id": env_id,
+                "task": r.extra["task"],
+                "latency": r.latency,
+                "evaluations": r.evaluations,
+                "placement": r.placement.tolist(),
+            }
+            for env_id, r in zip(env_ids, results)
+        ]
+        _write_json_atomic(out / "results.json", {"agent": agent, "seed": seed, "budget": budget, "tasks": rows})
+    finally:
+        for env in envs:
+            env.close()
+    return results
+
+
 def run_from_args(args: argparse.Namespace) -> None:
+    if len(args.env) > 1:
+        out = args.out or Path("runs") / "multitask" / f"{args.agent}-s{args.seed}"
+        results = train_tasks(
+            args.agent,
+            args.env,
+            out,
+            args.budget,
+            args.seed,
+            args.env_kwargs,
+            args.agent_kwargs,
+            args.max_nodes,
+            args.max_edges,
+        )
+        for env_id, r in zip(args.env, results):
+            print(f"{args.agent} on {env_id}: best latency {r.latency * 1e3:.3f} ms after {r.evaluations} evaluations")
+        print(f"{sum(r.evaluations for r in results)} evaluations in total; policy written to {out / 'policy'}")
+        return
+    args.env = args.env[0]
     out = args.out or Path("runs") / args.env / f"{args.agent}-s{args.seed}"
     result = train(
         args.agent,

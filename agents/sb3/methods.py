@@ -87,6 +87,8 @@ class SB3Method(PlacementMethod):
         device: Torch device.
         verbose: SB3 verbosity.
         policy_kwargs: Extra policy arguments (merged over the method's own).
+        fine_tune: When the method already has a model (trained, or loaded with :meth:`load`),
+            :meth:`place` continues training it instead of building a fresh one (same spaces needed).
         **algo_kwargs: Learning hyperparameters of the SB3 algorithm, over :attr:`defaults`.
     """
 
@@ -102,6 +104,7 @@ class SB3Method(PlacementMethod):
         device: str = "cpu",
         verbose: int = 0,
         policy_kwargs: dict[str, Any] | None = None,
+        fine_tune: bool = False,
         **algo_kwargs: Any,
     ) -> None:
         if n_envs < 1:
@@ -109,6 +112,7 @@ class SB3Method(PlacementMethod):
         self.budget, self.n_envs, self.device, self.verbose = budget, n_envs, device, verbose
         self.extra_policy_kwargs = dict(policy_kwargs or {})
         self.algo_kwargs = {**self.defaults, **algo_kwargs}
+        self.fine_tune = bool(fine_tune)
         self.model: BaseAlgorithm | None = None
 
     # ------------------------------------------------------------------ what subclasses choose
@@ -130,6 +134,18 @@ class SB3Method(PlacementMethod):
     def make_model(self, env: gym.Env | VecEnv, seed: int) -> BaseAlgorithm:
         """A fresh SB3 model on ``env`` (a vector env, or an env made into one by :meth:`make_vec_env`)."""
         vec_env = env if isinstance(env, VecEnv) else self.make_vec_env(env)
+        if self.fine_tune and self.model is not None:  # continue training the trained or loaded policy
+            if (vec_env.observation_space, vec_env.action_space) != (
+                self.model.observation_space,
+                self.model.action_space,
+            ):
+                raise PlacementGymError(
+                    "fine-tuning needs the spaces the policy was trained on; pad with the same "
+                    f"max_nodes/max_edges and device count (policy: {self.model.action_space}, "
+                    f"env: {vec_env.action_space})"
+                )
+            self.model.set_env(vec_env)
+            return self.model
         policy, policy_kwargs = self.policy()
         return self.algo_class(
             policy,
@@ -287,7 +303,7 @@ class SB3Method(PlacementMethod):
         """The constructor arguments that rebuild this method's model (architecture and hyperparameters)."""
         kwargs: dict[str, Any] = {"policy_kwargs": self.extra_policy_kwargs, **self.algo_kwargs}
         kwargs.pop("tensorboard_log", None)  # where this run logged, not part of the policy
-        for name in ("gnn", "hidden", "layers", "head", "net_arch"):
+        for name in ("gnn", "hidden", "layers", "head", "net_arch", "observation"):
             if hasattr(self, name):
                 kwargs[name] = getattr(self, name)
         return kwargs
@@ -343,7 +359,7 @@ class SB3Method(PlacementMethod):
         except (RuntimeError, KeyError) as exc:
             raise PlacementGymError(f"{path}: the weights do not fit the saved architecture ({exc})") from exc
         for name, value in vars(fresh).items():
-            if name not in ("model", "device"):
+            if name not in ("model", "device", "fine_tune"):
                 setattr(self, name, value)
         return model
 
