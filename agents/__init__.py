@@ -23,6 +23,7 @@ METHODS: dict[str, str] = {
     "m_sct": "agents.baselines.baechi:MSCT",
     "metis": "agents.baselines.metis:MetisPlacement",
     "milp": "agents.baselines.milp:MILPPlacement",
+    "exact": "agents.baselines.exact:ExactPlacement",
     # published systems
     "moirai": "agents.systems.moirai:Moirai",
     "hsdag": "agents.systems.hsdag:HSDAG",

@@ -44,8 +44,8 @@ from agents.baselines.common import (
     successors,
     transfer,
 )
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import UnknownNameError
+from placement_gym.simulation.cost_model import CostModel
 
 
 # ---------------------------------------------------------------------- m-TOPO

@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import PlacementGymError
+from placement_gym.simulation.cost_model import CostModel
 
 
 def env_cost_model(env: gym.Env) -> CostModel:

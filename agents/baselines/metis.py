@@ -22,8 +22,8 @@ import pymetis
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.common import allowed_devices, env_cost_model, evaluate_within_budget
-from placement_gym.simulation.cost_model import CostModel
 from placement_gym.errors import PlacementGymError
+from placement_gym.simulation.cost_model import CostModel
 
 
 def metis_parts(cost: CostModel, nparts: int, seed: int = 0) -> np.ndarray:
