@@ -26,9 +26,8 @@ graph (:class:`~agents.baselines.milp.MILPPlacement`), whose memory rows are exa
 
 from __future__ import annotations
 
-import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -50,82 +49,134 @@ from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
 
 
-@dataclass
-class SegmentSolution:
-    """Shortest times of one segment per (anchor device, end device).
+class SegmentTable:
+    """What is known of one segment's shortest times, per (anchor device, end device) pair.
+
+    The first segment has no anchor and uses row 0 only. Pairs are solved lazily (:meth:`refine`): a MILP
+    over many pairs at once bounds them all from below, and a pair is solved on its own only when the
+    shortest path over the bounds goes through it.
 
     Attributes:
-        best: Seconds of the best placement found, shape ``(D, D)`` (anchor device, end device); row 0
-            only for the first segment; ``inf`` where none exists.
-        bound: A lower bound of each entry of ``best``, shape ``(D, D)``.
-        placements: The segment's groups' devices of each entry, keyed by ``(anchor device, end device)``.
+        best: Seconds of the best placement found for each pair, shape ``(D, D)`` (``inf``: none yet).
+        bound: A lower bound of each pair's shortest time, shape ``(D, D)``.
+        placements: The segment model's placement of each pair in ``best``.
         solver: ``"enumeration"`` or ``"milp"``.
     """
 
-    best: np.ndarray
-    bound: np.ndarray
-    placements: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
-    solver: str = "enumeration"
+    def __init__(
+        self,
+        model: SegmentModel,
+        allowed: np.ndarray,
+        enumerate_limit: int,
+        time_limit: float,
+        threads: int | None,
+    ) -> None:
+        self.model, self.allowed = model, allowed  # allowed: (g, D), the anchor's row its possible devices
+        self.time_limit, self.threads = time_limit, threads
+        d_count = model.cost.num_devices
+        self.best = np.full((d_count, d_count), np.inf)
+        self.bound = np.zeros((d_count, d_count))
+        self.placements: dict[tuple[int, int], np.ndarray] = {}
+        self.level = np.zeros((d_count, d_count), dtype=np.int64)  # 1 all pairs, 2 anchor, 3 pair solved
+        self.anchors = np.flatnonzero(allowed[model.anchor]).tolist() if model.anchor >= 0 else [None]
+        own = [i for i in range(len(model.groups)) if i != model.anchor]
+        count = float(np.prod([allowed[i].sum() for i in own], dtype=np.float64))
+        if count <= enumerate_limit:
+            self.solver = "enumeration"
+            for a in self.anchors:
+                self._enumerate(a)
+            self.level[:] = 3
+        else:
+            self.solver = "milp"
+            self._solve(None, None)
+            self.level[:] = 1 if model.anchor >= 0 else 2
 
+    @property
+    def settled(self) -> np.ndarray:
+        """Pairs solved (best found == bound) or past refining (their own MILP ran), shape ``(D, D)``, bool."""
+        return (self.best <= self.bound + 1e-9 * np.abs(self.bound) + 1e-15) | (self.level >= 3)
 
-def _solve_by_enumeration(model: SegmentModel, allowed: np.ndarray, anchor_device: int) -> SegmentSolution:
-    """Every placement of the segment's own groups through the simulator."""
-    cost = model.cost
-    d_count = cost.num_devices
-    free = [i for i in range(cost.num_groups) if i != model.anchor]
-    choices = [np.flatnonzero(allowed[i]).tolist() for i in free]
-    grid = np.array(list(itertools.product(*choices)), dtype=np.int64).reshape(-1, len(free))  # (B, g)
-    full = np.empty((len(grid), cost.num_groups), dtype=np.int64)
-    full[:, free] = grid
-    if model.anchor >= 0:
-        full[:, model.anchor] = anchor_device
-    latency, _, _ = model.schedule.run_batch(full)
-    latency = latency - model.offset(anchor_device)
-    row = max(anchor_device, 0)
-    best = np.full((d_count, d_count), np.inf)
-    solution = SegmentSolution(best, best.copy())
-    for d in range(d_count):
-        rows = np.flatnonzero(full[:, model.end] == d)
-        if len(rows):
-            i = rows[np.argmin(latency[rows])]
-            best[row, d] = solution.bound[row, d] = latency[i]
-            solution.placements[(row, d)] = full[i]
-    return solution
+    def _record(self, placement: np.ndarray, latency: float) -> None:
+        row = int(placement[self.model.anchor]) if self.model.anchor >= 0 else 0
+        pair = (row, int(placement[self.model.end]))
+        if latency < self.best[pair]:
+            self.best[pair] = latency
+            self.placements[pair] = placement
 
+    def _enumerate(self, anchor: int | None) -> None:
+        """Every placement of the segment's own groups (the anchor on ``anchor``) through the simulator."""
+        model = self.model
+        g = len(model.groups)
+        rows = [
+            self.allowed[i] if i != model.anchor else np.eye(self.allowed.shape[1], dtype=bool)[anchor]
+            for i in range(g)
+        ]
+        choices = [np.flatnonzero(r) for r in rows]
+        sizes = [len(c) for c in choices]
+        total = int(np.prod(sizes))
+        row = anchor if anchor is not None else 0
+        self.bound[row] = np.inf  # pairs with no placement stay infinite
+        for lo in range(0, total, 1 << 18):
+            index = np.unravel_index(np.arange(lo, min(total, lo + (1 << 18))), sizes)
+            block = np.stack([c[i] for c, i in zip(choices, index)], axis=1).astype(np.int64)  # (B, g)
+            latency = model.schedule.run_batch(block)[0] - (
+                model.offset(anchor) if anchor is not None else 0.0
+            )
+            ends = block[:, model.end]
+            for d in np.unique(ends).tolist():
+                rows_d = np.flatnonzero(ends == d)
+                i = rows_d[np.argmin(latency[rows_d])]
+                self._record(block[i], float(latency[i]))
+        self.bound[row] = self.best[row]
 
-def _solve_by_milp(
-    model: SegmentModel, allowed: np.ndarray, anchor_device: int, time_limit: float, threads: int | None
-) -> SegmentSolution:
-    """One MILP per end device, the anchor pinned to ``anchor_device``."""
-    cost = model.cost
-    d_count = cost.num_devices
-    row = max(anchor_device, 0)
-    solution = SegmentSolution(np.full((d_count, d_count), np.inf), np.full((d_count, d_count), np.inf))
-    solution.solver = "milp"
-    for d in np.flatnonzero(allowed[model.end]).tolist():
-        mask = allowed.copy()
-        mask[model.end] = False
-        mask[model.end, d] = True
-        milp = build_milp(cost, mask, model.schedule.order)
+    def _solve(self, anchor: int | None, end: int | None) -> None:
+        """MILP of the segment with the anchor and the end pinned (or free when ``None``); bounds every pair
+        it covers and records its placement."""
+        model = self.model
+        mask = self.allowed.copy()
+        if anchor is not None:
+            mask[model.anchor] = False
+            mask[model.anchor, anchor] = True
+        if end is not None:
+            mask[model.end] = False
+            mask[model.end, end] = True
+        milp = build_milp(model.cost, mask, model.schedule.order)
         h = milp.builder.highs()
-        h.setOptionValue("time_limit", float(time_limit))
+        h.setOptionValue("time_limit", float(self.time_limit))
         h.setOptionValue("mip_rel_gap", 1e-9)
-        if threads is not None:
-            h.setOptionValue("threads", int(threads))
+        if self.threads is not None:
+            h.setOptionValue("threads", int(self.threads))
         h.run()
-        status = h.modelStatusToString(h.getModelStatus())
-        if status == "Infeasible":
-            continue
         info = h.getInfo()
-        solution.bound[row, d] = float(info.mip_dual_bound) / TIME_SCALE - model.offset(anchor_device)
-        if info.primal_solution_status == 2:
+        infeasible = h.modelStatusToString(h.getModelStatus()) == "Infeasible"
+        dual = np.inf if infeasible else float(info.mip_dual_bound) / TIME_SCALE
+        anchors = [anchor] if anchor is not None else self.anchors
+        ends = [end] if end is not None else list(range(mask.shape[1]))
+        for a in anchors:
+            row = a if a is not None else 0
+            offset = model.offset(a) if a is not None else 0.0
+            for b in ends:
+                self.bound[row, b] = max(self.bound[row, b], dual - offset)
+        if not infeasible and info.primal_solution_status == 2:
             values = np.asarray(h.getSolution().col_value)
             score = np.where(milp.x >= 0, values[np.maximum(milp.x, 0)], -1.0)  # (g, D)
             placement = np.argmax(score, axis=1).astype(np.int64)
-            latency = model.schedule.run(placement)[0] - model.offset(anchor_device)
-            solution.best[row, d] = latency
-            solution.placements[(row, d)] = placement
-    return solution
+            a = int(placement[model.anchor]) if model.anchor >= 0 else None
+            offset = model.offset(a) if a is not None else 0.0
+            self._record(placement, float(model.schedule.run(placement)[0]) - offset)
+
+    def refine(self, row: int, end: int) -> bool:
+        """Learn more about pair ``(row, end)``; False if nothing more can be learnt (solved, or its own
+        MILP stopped at the time limit)."""
+        if self.settled[row, end]:
+            return False
+        if self.level[row, end] < 2:
+            self._solve(row, None)
+            self.level[row] = np.maximum(self.level[row], 2)
+        else:
+            self._solve(row if self.model.anchor >= 0 else None, end)
+            self.level[row, end] = 3
+        return True
 
 
 @dataclass
@@ -155,13 +206,12 @@ class Decomposition:
         return max(0.0, (self.latency - self.lower_bound) / self.latency)
 
 
-def _shortest_path(solutions: list[SegmentSolution], table: str) -> tuple[float, list[tuple[int, int]]]:
-    """Shortest path over ``(cut, device)`` through the segments' ``table`` (``best`` or ``bound``): its
-    length and the (anchor device, end device) of each segment on it."""
-    first = getattr(solutions[0], table)[0]  # (D,) by end device
-    value, back = first.copy(), []
-    for sol in solutions[1:]:
-        cand = value[:, None] + getattr(sol, table)  # (D anchor, D end)
+def _shortest_path(tables: list[np.ndarray]) -> tuple[float, list[tuple[int, int]]]:
+    """Shortest path over ``(cut, device)`` through the segments' times ``tables`` (each ``(D, D)``, anchor
+    device by end device; the first segment's row 0): its length and the pair of each segment on it."""
+    value, back = tables[0][0].copy(), []
+    for table in tables[1:]:
+        cand = value[:, None] + table  # (D anchor, D end)
         back.append(np.argmin(cand, axis=0))
         value = cand.min(axis=0)
     end = int(np.argmin(value))
@@ -177,7 +227,7 @@ def solve_decomposed(
     cost: CostModel,
     allowed: np.ndarray,
     max_segment: int = 40,
-    enumerate_limit: int = 1 << 16,
+    enumerate_limit: int = 1 << 20,
     segment_time_limit: float = 60.0,
     threads: int | None = None,
 ) -> Decomposition:
@@ -211,39 +261,21 @@ def solve_decomposed(
             mask[sources] &= source_devices
         if not mask.any(axis=1).all():
             continue
-        solutions = []
+        tables = []
         for seg in parts:
             model = segment_model(cost, sched, seg, free_invoke)
-            sub_allowed = mask[model.groups]
-            anchors = np.flatnonzero(mask[seg.anchor]).tolist() if seg.anchor >= 0 else [-1]
-            if model.anchor >= 0:
-                sub_allowed[model.anchor] = True  # pinned per anchor device below
-            count = int(
-                np.prod([sub_allowed[i].sum() for i in range(len(model.groups)) if i != model.anchor])
+            tables.append(
+                SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
             )
-            merged = SegmentSolution(
-                np.full((cost.num_devices,) * 2, np.inf), np.full((cost.num_devices,) * 2, np.inf)
-            )
-            for a in anchors:
-                pinned = sub_allowed.copy()
-                if model.anchor >= 0:
-                    pinned[model.anchor] = False
-                    pinned[model.anchor, a] = True
-                if count <= enumerate_limit:
-                    sol = _solve_by_enumeration(model, pinned, a)
-                else:
-                    sol = _solve_by_milp(model, pinned, a, segment_time_limit, threads)
-                    merged.solver = "milp"
-                row = max(a, 0)
-                merged.best[row], merged.bound[row] = sol.best[row], sol.bound[row]
-                merged.placements.update(sol.placements)
-            milp_segments += merged.solver == "milp"
-            solutions.append((model, merged))
-        bound, _ = _shortest_path([s for _, s in solutions], "bound")
-        _, pairs = _shortest_path([s for _, s in solutions], "best")
+        milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
+        while True:  # refine the pairs on the shortest path over the bounds until they are all solved
+            bound, pairs = _shortest_path([t.bound for t in tables])
+            if not any([t.refine(*pair) for t, pair in zip(tables, pairs)]):
+                break
+        _, pairs = _shortest_path([t.best for t in tables])
         placement = np.full(cost.num_groups, -1, dtype=np.int64)
-        for (model, sol), pair in zip(solutions, pairs):
-            sub = sol.placements[pair]
+        for table, pair in zip(tables, pairs):
+            sub, model = table.placements[pair], table.model
             own = [i for i in range(len(model.groups)) if i != model.anchor]
             placement[model.groups[own]] = sub[own]
         latency = float(sched.run(placement)[0])
@@ -282,7 +314,7 @@ class ExactPlacement(PlacementMethod):
     def __init__(
         self,
         max_segment: int = 40,
-        enumerate_limit: int = 1 << 16,
+        enumerate_limit: int = 1 << 20,
         segment_time_limit: float = 60.0,
         time_limit: float = 600.0,
         threads: int | None = None,
