@@ -10,12 +10,12 @@ import pytest
 from agents import make_method
 from agents.baselines.baechi import balanced_shares, favourite_children
 from agents.baselines.milp import TIME_SCALE, MILPPlacement, build_milp
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.errors import UnknownNameError
 from placement_gym.platforms import load_platform
-from placement_gym.simulation.backend import SimulatedBackend
-from placement_gym.simulation.cost_model import CostModel
 
 BASELINES = ["single_device", "random_search", "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai"]
 FAST_KWARGS = {"milp": {"time_limit": 10}, "moirai": {"time_limit": 10}}

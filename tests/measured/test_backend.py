@@ -14,12 +14,12 @@ import openvino.opset13 as opset
 import pytest
 
 from placement_gym.backends import make_backend
-from placement_gym.benchmarks import load_benchmark
-from placement_gym.errors import BackendError, PlacementError, UnknownNameError
-from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.measured.executor import ExecutionFailure
+from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.measured.segments import split_segments
 from placement_gym.measured.timing import measure, summarize
+from placement_gym.benchmarks import load_benchmark
+from placement_gym.errors import BackendError, PlacementError, UnknownNameError
 from placement_gym.platforms import platform_from_dict
 from placement_gym.zoo.loading import core, random_inputs
 from tests.hardware import two_threads_run_in_parallel

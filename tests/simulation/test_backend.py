@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from placement_gym.backends import make_backend
+from placement_gym.fusion import op_layer_index
+from placement_gym.simulation.cost_model import CostModel, roofline_op_times
+from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import coarsen_ops
 from placement_gym.errors import BackendError, PlacementError, UnknownNameError
-from placement_gym.fusion import op_layer_index
 from placement_gym.graph import NODE_ARRAYS, CompGraph
 from placement_gym.platforms import load_platform, platform_from_dict
-from placement_gym.simulation.backend import SimulatedBackend
-from placement_gym.simulation.cost_model import CostModel, roofline_op_times
 
 MS = 1e-3
 
@@ -256,9 +256,9 @@ def test_blocked_layout_edges_cost_more_across_a_boundary():
     """Edges carrying rank-4 activations are weighted by the link's blocked factor; others are not."""
     from dataclasses import replace
 
+    from placement_gym.simulation.cost_model import effective_edge_bytes
     from placement_gym.benchmarks import load_benchmark
     from placement_gym.platforms import Link, load_platform
-    from placement_gym.simulation.cost_model import effective_edge_bytes
 
     bench = load_benchmark("tiny_cnn")
     coarse = bench.coarsen("ops")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from placement_gym.cache import cached_entry
 from placement_gym.errors import CorruptModelError, ModelError, UnknownNameError
 from placement_gym.zoo import MODELS, ModelSpec, ir_path, load_model
+from placement_gym.cache import cached_entry
 from placement_gym.zoo.models import TinyBranchyCNN
 
 
