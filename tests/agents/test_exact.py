@@ -160,6 +160,7 @@ def test_exact_method_equals_brute_force(seed: int, k: int, platform: str, invok
     result = make_method("exact").place(env)
     assert result.latency == pytest.approx(brute_force(env), rel=1e-7)
     assert result.extra["lower_bound"] <= result.latency * (1 + 1e-9)
+    assert result.extra["status"] == "Optimal" and result.extra["gap"] <= 1e-6
 
 
 def test_memory_bound_problems_fall_back_to_the_whole_milp() -> None:
