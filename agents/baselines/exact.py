@@ -17,7 +17,8 @@ How it works (the cuts and why they decompose the latency: :mod:`agents.baseline
 
 When a segment has dropped edges and the platform has a device with an invoke overhead, the bound is the
 smaller of two cases: the dropped edges' sources on devices without one (the models keep every overhead),
-or not (the models of segments with dropped edges charge no invoke overhead at all).
+or on devices with one (the models of segments with dropped edges charge no invoke overhead at all). The
+second case stops as soon as its bound reaches the first case's placement.
 
 The segments' MILPs do not model contention between devices that share hardware (the ``local``
 platform's virtual CPUs; enumerated segments do, through the simulator): with contention and a MILP
@@ -256,7 +257,7 @@ def solve_decomposed(
     sources = sorted({s for seg in parts for s, _ in seg.dropped})
     cases = [(np.zeros(cost.num_devices, dtype=bool), None)]
     if sources and invoke.any():
-        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), None)]
+        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), invoke.copy())]
 
     best_bound, best_latency, best_placement, milp_segments = np.inf, np.inf, None, 0
     for free_invoke, source_devices in cases:
@@ -274,8 +275,13 @@ def solve_decomposed(
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
         while True:  # refine the pairs on the shortest path over the bounds until they are all solved
             bound, pairs = _shortest_path([t.bound for t in tables])
+            if bound >= best_latency:  # this case cannot beat a placement of an earlier case
+                break
             if not any([t.refine(*pair) for t, pair in zip(tables, pairs)]):
                 break
+        best_bound = min(best_bound, bound)
+        if bound >= best_latency:
+            continue
         _, pairs = _shortest_path([t.best for t in tables])
         placement = np.full(cost.num_groups, -1, dtype=np.int64)
         for table, pair in zip(tables, pairs):
@@ -283,7 +289,6 @@ def solve_decomposed(
             own = [i for i in range(len(model.groups)) if i != model.anchor]
             placement[model.groups[own]] = sub[own]
         latency = float(sched.run(placement)[0])
-        best_bound = min(best_bound, bound)
         if latency < best_latency:
             best_latency, best_placement = latency, placement
     if best_placement is None:
