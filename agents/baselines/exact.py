@@ -98,8 +98,9 @@ class SegmentTable:
 
     @property
     def settled(self) -> np.ndarray:
-        """Pairs solved (best found == bound) or past refining (their own MILP ran), shape ``(D, D)``, bool."""
-        return (self.best <= self.bound + 1e-9 * np.abs(self.bound) + 1e-15) | (self.level >= 3)
+        """Pairs solved (best found within 1e-7 of the bound: the MILP's tolerances) or past refining (their own
+        MILP ran), shape ``(D, D)``, bool."""
+        return (self.best <= self.bound + 1e-7 * np.abs(self.bound) + 1e-15) | (self.level >= 3)
 
     def _record(self, placement: np.ndarray, latency: float) -> None:
         row = int(placement[self.model.anchor]) if self.model.anchor >= 0 else 0
