@@ -19,9 +19,11 @@ A jumping edge (BERT's attention mask feeds all twelve layers) breaks this. A se
 the edges that jump into it: without them its groups can only start earlier (every time in the schedule
 is a max of sums, and a dropped copy also leaves its link free sooner), so the sum of the segments'
 optima is a lower bound of the true optimum, which the exact solver checks against the simulated latency
-of the placement it assembles. Dropping an edge between two groups on a device with an invoke overhead
-can split a subgraph in two and add a charge, which is not a relaxation: segments with dropped edges are
-modelled with the invoke overheads of ``free_invoke`` devices set to 0.
+of the placement it assembles. A dropped edge between two groups on a device with an invoke overhead
+would join their subgraphs, and through later groups even subgraphs of earlier segments, so a segment's
+model could charge an overhead the real schedule does not: that is not a relaxation. When the dropped
+edges' sources may sit on such a device, the exact solver models every segment with the invoke overheads
+of the ``free_invoke`` devices set to 0.
 """
 
 from __future__ import annotations
@@ -150,8 +152,8 @@ def segment_model(cost: CostModel, sched: Schedule, seg: Segment, free_invoke: n
         cost: The whole graph's cost model.
         sched: Its schedule.
         seg: The segment.
-        free_invoke: Devices whose invoke overhead is set to 0 if the segment has dropped edges, shape
-            ``(D,)``, bool (see the module docstring).
+        free_invoke: Devices whose invoke overhead is set to 0, shape ``(D,)``, bool (see the module
+            docstring).
     """
     members = list(seg.groups) + ([seg.anchor] if seg.anchor >= 0 else [])
     groups = np.array(sorted(members), dtype=np.int64)
@@ -168,8 +170,7 @@ def segment_model(cost: CostModel, sched: Schedule, seg: Segment, free_invoke: n
         compute[anchor] = 0.0
         inputs[anchor] = results[anchor] = 0.0
     invoke = cost.invoke_overhead.copy()
-    if seg.dropped:
-        invoke[free_invoke] = 0.0
+    invoke[free_invoke] = 0.0
     sub = CostModel(
         device_names=cost.device_names,
         compute=compute,

@@ -15,10 +15,11 @@ How it works (the cuts and why they decompose the latency: :mod:`agents.baseline
    simulator evaluates: the upper bound. The relative gap between them is reported; ``gap == 0`` is a proof
    of optimality.
 
-When a segment has dropped edges and the platform has a device with an invoke overhead, the bound is the
-smaller of two cases: the dropped edges' sources on devices without one (the models keep every overhead),
-or on devices with one (the models of segments with dropped edges charge no invoke overhead at all). The
-second case stops as soon as its bound reaches the first case's placement.
+When edges were dropped and the platform has a device with an invoke overhead, the bound is the smaller
+of two cases: the dropped edges' sources on devices without one (the segments' models keep every
+overhead: a dropped edge then never joins two subgraphs that pay one), or on devices with one (the models
+charge no invoke overhead at all). The second case stops as soon as its bound reaches the first case's
+placement.
 
 The segments' MILPs do not model contention between devices that share hardware (the ``local``
 platform's virtual CPUs; enumerated segments do, through the simulator): with contention and a MILP
