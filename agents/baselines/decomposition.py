@@ -28,6 +28,7 @@ of the ``free_invoke`` devices set to 0.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,8 +71,9 @@ def _ancestors(cost: CostModel, order: np.ndarray) -> list[int]:
     return anc
 
 
-def find_cuts(cost: CostModel, sched: Schedule, max_dropped: int = 1) -> list[int]:
-    """Positions of the schedule's cuts (see the module docstring), increasing.
+def find_cuts(cost: CostModel, sched: Schedule, max_dropped: int = 1) -> list[tuple[int, frozenset[int]]]:
+    """Positions of the schedule's cuts (see the module docstring), increasing, each with the groups whose
+    edges jump over it.
 
     Args:
         cost: The cost model.
@@ -89,20 +91,41 @@ def find_cuts(cost: CostModel, sched: Schedule, max_dropped: int = 1) -> list[in
     cuts = []
     for k in range(g_count - 1):
         v = int(order[k])
-        jumping = len(np.unique(cost.edge_src[(src_pos < k) & (dst_pos > k)]))
+        jumping = frozenset(cost.edge_src[(src_pos < k) & (dst_pos > k)].tolist())
         clean_io = later_input[k + 1] == 0 and earlier_result[k] == 0
-        if clean_io and jumping <= max_dropped and (anc[v] & prefix) == prefix:
+        if clean_io and len(jumping) <= max_dropped and (anc[v] & prefix) == prefix:
             later = order[k + 1 :].tolist()
             if all(anc[w] >> v & 1 for w in later):
-                cuts.append(k)
+                cuts.append((k, jumping))
         prefix |= 1 << v
     return cuts
 
 
-def segments(cost: CostModel, sched: Schedule, max_dropped: int = 1) -> list[Segment]:
-    """The schedule cut at :func:`find_cuts` into consecutive segments."""
+def segments(
+    cost: CostModel, sched: Schedule, max_dropped: int = 1, max_segment: int | None = None
+) -> list[Segment]:
+    """The schedule cut into consecutive segments.
+
+    Args:
+        cost: The cost model.
+        sched: Its schedule.
+        max_dropped: Most groups allowed to have edges jumping over a cut.
+        max_segment: If given, cut with jumping edges only inside the segments of the clean cuts (no
+            jumping edge) that have more groups than this, and only where the ``max_dropped`` groups that
+            jump over most such cuts are the only ones jumping; ``None``: at every cut of :func:`find_cuts`.
+    """
     order, pos = sched.order, sched.pos
-    cuts = find_cuts(cost, sched, max_dropped)
+    found = find_cuts(cost, sched, max_dropped)
+    cuts = [k for k, _ in found]
+    if max_segment is not None and max_dropped > 0:
+        clean = [k for k, jumping in found if not jumping]
+        edges = [-1] + clean + [cost.num_groups - 1]
+        large = [(lo, hi) for lo, hi in zip(edges, edges[1:]) if hi - lo > max_segment]
+        inside = [(k, jumping) for k, jumping in found if jumping and any(lo < k < hi for lo, hi in large)]
+        # the groups that jump over most of those cuts (BERT's attention mask), and only cuts they jump
+        counts = Counter(g for _, jumping in inside for g in jumping)
+        chosen = {g for g, _ in counts.most_common(max_dropped)}
+        cuts = sorted(set(clean) | {k for k, jumping in inside if jumping <= chosen})
     bounds = [-1] + cuts + [cost.num_groups - 1]
     out = []
     for i in range(len(bounds) - 1):

@@ -16,9 +16,10 @@ How it works (the cuts and why they decompose the latency: :mod:`agents.baseline
    of optimality.
 
 When edges were dropped and the platform has a device with an invoke overhead, the bound is the smaller
-of two cases: the dropped edges' sources on devices without one (the segments' models keep every
-overhead: a dropped edge then never joins two subgraphs that pay one), or on devices with one (the models
-charge no invoke overhead at all). The second case stops as soon as its bound reaches the first case's
+of two cases: the dropped edges' sources all on devices without one (the segments' models keep every
+overhead: a dropped edge then never joins two subgraphs that pay one), or not (the models charge no invoke
+overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
 placement.
 
 The segments' MILPs do not model contention between devices that share hardware (the ``local``
@@ -252,14 +253,17 @@ def solve_decomposed(
     allowed = allowed & np.isfinite(cost.compute)
     parts: list[Segment] = []
     for max_dropped in range(3):
-        parts = segments(cost, sched, max_dropped)
+        parts = segments(cost, sched, max_dropped, max_segment)
         if max(len(s.groups) for s in parts) <= max_segment:
             break
     invoke = cost.invoke_overhead > 0
     sources = sorted({s for seg in parts for s, _ in seg.dropped})
     cases = [(np.zeros(cost.num_devices, dtype=bool), None)]
     if sources and invoke.any():
-        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), invoke.copy())]
+        # the complement of "every source on a device without an overhead": with one source, that source
+        # on a device with one; with several, any devices
+        others = invoke.copy() if len(sources) == 1 else None
+        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), others)]
 
     best_bound, best_latency, best_placement, milp_segments = np.inf, np.inf, None, 0
     for free_invoke, source_devices in cases:

@@ -133,7 +133,7 @@ def test_cuts_of_a_chain_of_blocks() -> None:
     sched = Schedule.build(cost)
     cuts = find_cuts(cost, sched, max_dropped=0)
     joins = {t for t in cost.edge_dst.tolist() if (cost.edge_dst == t).sum() > 1}
-    assert joins <= {int(sched.order[k]) for k in cuts}
+    assert joins <= {int(sched.order[k]) for k, _ in cuts}
     parts = segments(cost, sched, 0)
     assert sorted(g for s in parts for g in s.groups) == list(range(cost.num_groups))
 
