@@ -25,6 +25,7 @@ METHODS: dict[str, str] = {
     "milp": "agents.baselines.milp:MILPPlacement",
     "local_search": "agents.baselines.local_search:LocalSearch",
     "simulated_annealing": "agents.baselines.local_search:SimulatedAnnealing",
+    "exact": "agents.baselines.exact:ExactPlacement",
     # published systems
     "moirai": "agents.systems.moirai:Moirai",
     "hsdag": "agents.systems.hsdag:HSDAG",

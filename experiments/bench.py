@@ -75,7 +75,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 #: Methods whose result does not depend on the seed (run once, reported for every seed count).
-_SEEDLESS = {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai"}
+_SEEDLESS = {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"}
 
 
 def coarse_label(coarsening: str, k: int | None) -> str:

@@ -2,7 +2,12 @@
 
 Latencies are aggregated over seeds as mean and standard deviation; speedups over CPU-only as the
 geometric mean (CompilerGym's leaderboard convention); the quality ratio is a method's mean latency over
-the MILP's latency on the same model (1.0 = as good as the solver's incumbent).
+the MILP's latency on the same model (1.0 = as good as the solver's incumbent). Where the task has a
+reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the optimum)
+is the mean over seeds of each run's score.
+
+    python -m experiments.report results/paper-sim                    # paper-style and quality tables
+    python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.runs import ResultRow, method_label
+from placement_gym.tasks import ReferenceOptimum, reference_optima
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -34,6 +40,20 @@ def csv_safe(value: object) -> object:
 def _geomean(values: list[float]) -> float:
     vals = [v for v in values if v > 0 and np.isfinite(v)]
     return float(np.exp(np.mean(np.log(vals)))) if vals else 0.0
+
+
+def reference_of(row: ResultRow) -> ReferenceOptimum | None:
+    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``."""
+    if row.backend != "simulated":
+        return None
+    return reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+
+
+def _score(row: ResultRow) -> float:
+    ref = reference_of(row)
+    if ref is None or not ref.latency < ref.baseline_latency:
+        return float("nan")
+    return ref.score(row.latency if np.isfinite(row.latency) and row.latency > 0 else float("inf"))
 
 
 def summarise(rows: list[ResultRow]) -> list[dict]:
@@ -64,6 +84,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 latency_std_ms=float(finite.std()) * 1e3 if len(finite) else 0.0,
                 speedup_vs_cpu=_geomean([r.speedup_vs_cpu for r in rs]),
                 vs_milp=mean / ref if ref else float("nan"),
+                score=float(np.mean([_score(r) for r in rs])),
                 evaluations=int(np.mean([r.evaluations for r in rs])),
                 wall_s=float(np.mean([r.wall_time for r in rs])),
                 groups=rs[0].groups,
@@ -84,14 +105,16 @@ def markdown_table(summary: list[dict]) -> str:
         lines += [
             f"### {platform} ({backend})",
             "",
-            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | latency / MILP | evaluations | wall s |",
-            "|---|---|---|---|---|---|---|---|",
+            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | normalised score | "
+            "latency / MILP | evaluations | wall s |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for s in items:
             vs = f"{s['vs_milp']:.3f}" if np.isfinite(s["vs_milp"]) else "-"
+            score = f"{s['score']:.3f}" if np.isfinite(s["score"]) else "-"
             lines.append(
                 f"| {s['model']} | {s['label']} | {s['seeds']} | {s['latency_ms']:.3f} ± {s['latency_std_ms']:.3f} | "
-                f"{s['speedup_vs_cpu']:.3f} | {vs} | {s['evaluations']} | {s['wall_s']:.1f} |"
+                f"{s['speedup_vs_cpu']:.3f} | {score} | {vs} | {s['evaluations']} | {s['wall_s']:.1f} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -197,7 +220,8 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
 
 
 def paper_table(summary: list[dict]) -> str:
-    """Methods as rows, models as columns: ``latency ms (± std) / speedup over CPU-only`` per cell."""
+    """Methods as rows, models as columns: ``latency ms (± std), speedup over CPU-only`` per cell, and the
+    normalised score where the task has a reference optimum."""
     models = sorted({s["model"] for s in summary})
     cells: dict[str, dict[str, dict]] = defaultdict(dict)
     for s in summary:
@@ -212,11 +236,11 @@ def paper_table(summary: list[dict]) -> str:
         row = []
         for m in models:
             s = cells[method].get(m)
-            row.append(
-                "-"
-                if s is None
-                else f"{s['latency_ms']:.3f} (± {s['latency_std_ms']:.3f}), x{s['speedup_vs_cpu']:.2f}"
-            )
+            if s is None:
+                row.append("-")
+                continue
+            cell = f"{s['latency_ms']:.3f} (± {s['latency_std_ms']:.3f}), x{s['speedup_vs_cpu']:.2f}"
+            row.append(cell + (f", score {s['score']:.2f}" if np.isfinite(s["score"]) else ""))
         geo = _geomean([c["speedup_vs_cpu"] for c in cells[method].values()])
         lines.append(f"| {method} | " + " | ".join(row) + f" | x{geo:.2f} |")
     return "\n".join(lines)
@@ -248,17 +272,69 @@ def quality_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: Column order of :func:`suite_table`: classical methods, the solvers, then the learners.
+_SUITE_ORDER = (
+    "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai", "exact", "random_search", "hsdag",
+    "rl_placement", "grouper_placer", "placeto", "ppo_gnn", "a2c_gnn", "maskable_ppo_gnn", "ppo_mlp",
+)  # fmt: skip
+
+
+def suite_table(summary: list[dict]) -> str:
+    """One row per task with a reference optimum: the best single device, HEFT, the optimum with its gap,
+    the headroom, and every method's normalised score (mean over seeds; ``-`` where it did not run)."""
+    tasks: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    refs: dict[tuple, ReferenceOptimum] = {}
+    for s in summary:
+        ref = reference_optima().get(f"{s['model']}/v1/{s['platform']}/{s['coarsening']}")
+        if ref is None or s["backend"] != "simulated":
+            continue
+        key = (s["platform"], s["model"])
+        refs[key] = ref
+        tasks[key][s["label"]] = s
+    first = {name: i for i, name in enumerate(_SUITE_ORDER)}
+    present = {s["label"]: s["method"].split(":")[0] for cells in tasks.values() for s in cells.values()}
+    methods = sorted(
+        # a single device scores 0 or less by definition; the exact solver's placement is the optimum column
+        (label for label, name in present.items() if name not in ("single_device", "exact")),
+        key=lambda label: (first.get(present[label], len(first)), label),
+    )
+    lines = [
+        "| task | best single device ms | HEFT ms | optimum ms (gap) | headroom | "
+        + " | ".join(methods)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(methods),
+    ]
+    for key in sorted(tasks):
+        ref, cells = refs[key], tasks[key]
+        scores = [
+            f"{cells[m]['score']:.2f}" if m in cells and np.isfinite(cells[m]["score"]) else "-"
+            for m in methods
+        ]
+        lines.append(
+            f"| {key[1]} / {key[0]} | {ref.baseline_latency * 1e3:.3f} ({ref.baseline.split()[-1]}) | "
+            f"{ref.heft_latency * 1e3:.3f} | {ref.latency * 1e3:.3f} ({ref.gap:.2%}) | {ref.headroom:.3f} | "
+            + " | ".join(scores)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Print the paper-style and quality tables of one or more result folders."""
+    """Print the paper-style and quality tables of one or more result folders (or, with ``--suite``, the
+    suite table)."""
     import argparse
 
     from experiments.runs import ResultStore
 
     parser = argparse.ArgumentParser(description="Paper-style tables of benchmark results.")
     parser.add_argument("folders", nargs="+", type=Path, help="folders holding results.jsonl")
+    parser.add_argument("--suite", action="store_true", help="print the suite table (normalised scores)")
     args = parser.parse_args(argv)
     rows = [r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()]
     summary = summarise(rows)
+    if args.suite:
+        print(suite_table(summary))
+        return
     print(paper_table(summary))
     print()
     print(quality_table(summary))

@@ -3,7 +3,13 @@
 Importing the package registers the Gymnasium environments:
 
 * ``DevicePlacement-<model>-v0``: reward measured with OpenVINO on the ``local`` platform (nondeterministic);
-* ``DevicePlacementSim-<model>-v0``: reward from the simulator on the ``cpu-dgpu`` reference platform;
+* ``DevicePlacementSim-<model>-v1``: reward from the simulator on the ``cpu-dgpu`` reference platform
+  (CPU + discrete GPU, calibrated against HSDAG's published speedups);
+* ``DevicePlacementSim-<model>-v0``: the same on ``cpu-dgpu-v0``, the platform's first calibration (its
+  GPU 4.3-4.6x faster than the CPU), kept so that old results stay reproducible;
+* ``DevicePlacement-<model>-<platform>-sim-v0``: the task suite where placement matters, simulated, on
+  ``cpu_igpu`` (CPU + integrated GPU) and ``multi_accel`` (CPU + 2 GPUs + NPU); reference optima in
+  :mod:`placement_gym.tasks`;
 * ``DevicePlacement-v0``: any ``model=`` (zoo name, IR or ONNX path), ``platform=``, ``backend=``,
   ``coarsening=``.
 
@@ -22,6 +28,15 @@ __version__ = "0.1.0"
 _ENTRY = "placement_gym.envs.device_placement:DevicePlacementEnv"
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")  # kept equal to zoo.BENCHMARK_MODELS by a test
 SIM_PLATFORM = "cpu-dgpu"
+#: Platform of each version of ``DevicePlacementSim-<model>-v<N>``.
+SIM_PLATFORM_VERSIONS = {0: "cpu-dgpu-v0", 1: SIM_PLATFORM}
+#: Platforms of the suite ``DevicePlacement-<model>-<platform with _>-sim-v0``.
+SUITE_PLATFORMS = ("cpu-igpu", "multi-accel")
+
+
+def suite_id(model: str, platform: str) -> str:
+    """The registered ID of the suite task ``model`` on ``platform``."""
+    return f"DevicePlacement-{model}-{platform.replace('-', '_')}-sim-v0"
 
 
 def _register_all() -> list[str]:
@@ -35,13 +50,12 @@ def _register_all() -> list[str]:
                 True,
             )
         )
-        specs.append(
-            (
-                f"DevicePlacementSim-{model}-v0",
-                {"model": model, "platform": SIM_PLATFORM, "backend": "simulated"},
-                False,
-            )
-        )
+        for version, platform in SIM_PLATFORM_VERSIONS.items():
+            sim = {"model": model, "platform": platform, "backend": "simulated"}
+            specs.append((f"DevicePlacementSim-{model}-v{version}", sim, False))
+        for platform in SUITE_PLATFORMS:
+            sim = {"model": model, "platform": platform, "backend": "simulated"}
+            specs.append((suite_id(model, platform), sim, False))
     for env_id, kwargs, nondeterministic in specs:
         if env_id not in registry:
             register(id=env_id, entry_point=_ENTRY, kwargs=kwargs, nondeterministic=nondeterministic)
@@ -62,4 +76,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'placement_gym' has no attribute {name!r}")
 
 
-__all__ = ["BENCHMARK_MODELS", "ENV_IDS", "SIM_PLATFORM", "Evaluation", "PlacementProblem", "__version__", "problem_of"]
+
+__all__ = [
+    "BENCHMARK_MODELS",
+    "ENV_IDS",
+    "SIM_PLATFORM",
+    "SIM_PLATFORM_VERSIONS",
+    "SUITE_PLATFORMS",
+    "Evaluation",
+    "PlacementProblem",
+    "problem_of",
+    "__version__",
+    "suite_id",
+]

@@ -143,120 +143,147 @@ class PlacementMILP:
         return len(self.builder.row_lower)
 
 
-def build_milp(cost: CostModel, allowed: np.ndarray) -> PlacementMILP:
+def build_milp(cost: CostModel, allowed: np.ndarray, order: np.ndarray | None = None) -> PlacementMILP:
     """Formulate the simulator's schedule of ``cost`` as a MILP (see the module docstring).
 
     Args:
         cost: The cost model.
         allowed: Devices each group may use, shape ``(G, D)``, bool.
+        order: The groups' priority order, shape ``(G,)``; ``None`` for the simulator's own
+            (:meth:`Schedule.build`). The exact solver passes the order of the whole graph for a part of it.
     """
-    sched = Schedule.build(cost)
-    g_count, d_count, host = cost.num_groups, cost.num_devices, cost.host
+    sched = Schedule.build(cost, order)
     allowed = allowed & np.isfinite(cost.compute)
-    comp = np.where(allowed, cost.compute, 0.0) * TIME_SCALE  # (G, D) us
-    inv = cost.invoke_overhead * TIME_SCALE  # (D,) us
-    lat, inv_bw = cost.link_latency * TIME_SCALE, sched.inv_bw * TIME_SCALE
-
-    def dur(a: int, b: int, nbytes: float) -> float:
-        return float(lat[a, b] + nbytes * inv_bw[a, b])
-
-    devs = [np.flatnonzero(allowed[g]).tolist() for g in range(g_count)]
-    pred_ptr, pred_src, pred_bytes = sched.pred_ptr, sched.pred_src, sched.pred_bytes
-
-    # big-M: all durations back to back bound every event time of every placement
-    big_m = sum(max(comp[g, d] for d in devs[g]) for g in range(g_count)) + g_count * float(inv.max())
-    for g in range(g_count):
-        if cost.input_bytes[g] > 0:
-            big_m += max([dur(host, d, cost.input_bytes[g]) for d in devs[g] if d != host], default=0.0)
-        if cost.result_bytes[g] > 0:
-            big_m += max([dur(d, host, cost.result_bytes[g]) for d in devs[g] if d != host], default=0.0)
-    for j in range(len(pred_src)):
-        big_m += max(
-            [dur(a, b, pred_bytes[j]) for a in range(d_count) for b in range(d_count) if a != b] or [0]
-        )
-    big_m = big_m * 1.01 + 1.0
-    m = big_m
-
+    devs = [np.flatnonzero(allowed[g]).tolist() for g in range(cost.num_groups)]
+    times = _Durations(cost, sched, allowed)
+    m = times.big_m(devs)
     lp = _Builder()
-    x = np.full((g_count, d_count), -1, dtype=np.int64)
-    for g in range(g_count):
-        for d in devs[g]:
-            x[g, d] = lp.var(0, 1, integer=True)
-        lp.row([(int(x[g, d]), 1.0) for d in devs[g]], 1.0, 1.0)
-    start = [lp.var(0, m) for _ in range(g_count)]
-    finish = [lp.var(0, m) for _ in range(g_count)]
+    x = _assignment(lp, devs, cost.num_devices)
+    start = [lp.var(0, m) for _ in range(cost.num_groups)]
+    finish = [lp.var(0, m) for _ in range(cost.num_groups)]
     makespan = lp.var(0, m, cost=1.0)
-
-    def link_event(
-        link: tuple[int, int],
-        arrival: int,
-        indicator: int,
-        duration: float,
-        states: dict[tuple[int, int], int],
-    ) -> None:
-        """Transfer on ``link`` when ``indicator`` is 1: FIFO after the link's previous transfer."""
-        prev = states.get(link)
-        new = lp.var(0, m)
-        if prev is not None:  # arrival >= prev + duration when active
-            lp.row([(arrival, 1.0), (prev, -1.0), (indicator, -(duration + m))], lower=-m)
-            lp.row([(new, 1.0), (prev, -1.0)], lower=0.0)
-        lp.row([(new, 1.0), (arrival, -1.0), (indicator, -m)], lower=-m)
-        states[link] = new
-
-    dev_state: list[int | None] = [None] * d_count
-    link_state: dict[tuple[int, int], int] = {}
     pay = _invoke_overhead(lp, cost, sched, devs, x)
+    links = _LinkQueues(lp, m)
+    device_free: list[int | None] = [None] * cost.num_devices
+    host = cost.host
     for g in sched.order.tolist():
-        s_g, c_g = start[g], finish[g]
-        if cost.input_bytes[g] > 0:
-            arrival = lp.var(0, m)
-            terms = [(arrival, 1.0)]
-            for d in devs[g]:
-                if d != host:
-                    duration = dur(host, d, cost.input_bytes[g])
-                    terms.append((int(x[g, d]), -duration))
-                    link_event((host, d), arrival, int(x[g, d]), duration, link_state)
-            lp.row(terms, lower=0.0)
-            lp.row([(s_g, 1.0), (arrival, -1.0)], lower=0.0)
-        for j in range(pred_ptr[g], pred_ptr[g + 1]):
-            p, nbytes = int(pred_src[j]), float(pred_bytes[j])
-            arrival = lp.var(0, m)
-            terms = [(arrival, 1.0), (finish[p], -1.0)]
+        if cost.input_bytes[g] > 0:  # graph input: host -> the group's device
+            uses = [((host, d), int(x[g, d]), times.copy(host, d, cost.input_bytes[g])) for d in devs[g]]
+            arrival = links.transfer(None, [u for u in uses if u[0][0] != u[0][1]])
+            lp.row([(start[g], 1.0), (arrival, -1.0)], lower=0.0)
+        for j in range(sched.pred_ptr[g], sched.pred_ptr[g + 1]):  # each input edge p -> g
+            p, nbytes = int(sched.pred_src[j]), float(sched.pred_bytes[j])
+            uses = []
             for a in devs[p]:
                 for b in devs[g]:
-                    if a == b:
-                        continue
-                    y = lp.var(0, 1)
-                    lp.row([(y, 1.0), (int(x[p, a]), -1.0), (int(x[g, b]), -1.0)], lower=-1.0)
-                    terms.append((y, -dur(a, b, nbytes)))
-                    link_event((a, b), arrival, y, dur(a, b, nbytes), link_state)
-            lp.row(terms, lower=0.0)
-            lp.row([(s_g, 1.0), (arrival, -1.0)], lower=0.0)
-        for d in devs[g]:
-            prev = dev_state[d]
-            if prev is not None:
-                lp.row([(s_g, 1.0), (prev, -1.0), (int(x[g, d]), -m)], lower=-m)
-            new = lp.var(0, m)
-            if prev is not None:
-                lp.row([(new, 1.0), (prev, -1.0)], lower=0.0)
-            lp.row([(new, 1.0), (c_g, -1.0), (int(x[g, d]), -m)], lower=-m)
-            dev_state[d] = new
-        terms = [(c_g, 1.0), (s_g, -1.0)] + [(int(x[g, d]), -comp[g, d]) for d in devs[g]]
-        terms += [(col, -inv[d]) for d, col in pay[g].items()]
+                    if a != b:  # y = x[p, a] x[g, b], linearised from below
+                        y = lp.var(0, 1)
+                        lp.row([(y, 1.0), (int(x[p, a]), -1.0), (int(x[g, b]), -1.0)], lower=-1.0)
+                        uses.append(((a, b), y, times.copy(a, b, nbytes)))
+            arrival = links.transfer(finish[p], uses)
+            lp.row([(start[g], 1.0), (arrival, -1.0)], lower=0.0)
+        _run_in_order(lp, g, devs[g], x, start[g], finish[g], device_free, m)
+        terms = [(finish[g], 1.0), (start[g], -1.0)] + [(int(x[g, d]), -times.compute[g, d]) for d in devs[g]]
+        terms += [(col, -times.invoke[d]) for d, col in pay[g].items()]
         lp.row(terms, lower=0.0)
-        lp.row([(makespan, 1.0), (c_g, -1.0)], lower=0.0)
-        if cost.result_bytes[g] > 0:
-            arrival = lp.var(0, m)
-            terms = [(arrival, 1.0), (c_g, -1.0)]
-            for d in devs[g]:
-                if d != host:
-                    duration = dur(d, host, cost.result_bytes[g])
-                    terms.append((int(x[g, d]), -duration))
-                    link_event((d, host), arrival, int(x[g, d]), duration, link_state)
-            lp.row(terms, lower=0.0)
+        lp.row([(makespan, 1.0), (finish[g], -1.0)], lower=0.0)
+        if cost.result_bytes[g] > 0:  # graph result: the group's device -> host
+            uses = [((d, host), int(x[g, d]), times.copy(d, host, cost.result_bytes[g])) for d in devs[g]]
+            arrival = links.transfer(finish[g], [u for u in uses if u[0][0] != u[0][1]])
             lp.row([(makespan, 1.0), (arrival, -1.0)], lower=0.0)
     _memory(lp, cost, sched, devs, x)
-    return PlacementMILP(lp, x, big_m)
+    return PlacementMILP(lp, x, m)
+
+
+class _Durations:
+    """Compute and copy durations of one cost model in microseconds, and the big-M they imply."""
+
+    def __init__(self, cost: CostModel, sched: Schedule, allowed: np.ndarray) -> None:
+        self.cost, self.sched = cost, sched
+        self.compute = np.where(allowed, cost.compute, 0.0) * TIME_SCALE  # (G, D)
+        self.invoke = cost.invoke_overhead * TIME_SCALE  # (D,)
+        self.latency = cost.link_latency * TIME_SCALE  # (D, D)
+        self.inv_bw = sched.inv_bw * TIME_SCALE  # (D, D)
+
+    def copy(self, a: int, b: int, nbytes: float) -> float:
+        """Microseconds to move ``nbytes`` over the link ``a -> b``."""
+        return float(self.latency[a, b] + nbytes * self.inv_bw[a, b])
+
+    def big_m(self, devs: list[list[int]]) -> float:
+        """An upper bound of every event time of every placement: all durations back to back."""
+        cost, host, d_count = self.cost, self.cost.host, self.cost.num_devices
+        total = sum(max(self.compute[g, d] for d in devs[g]) for g in range(cost.num_groups))
+        total += cost.num_groups * float(self.invoke.max())
+        for g in range(cost.num_groups):
+            if cost.input_bytes[g] > 0:
+                total += max(
+                    [self.copy(host, d, cost.input_bytes[g]) for d in devs[g] if d != host], default=0.0
+                )
+            if cost.result_bytes[g] > 0:
+                total += max(
+                    [self.copy(d, host, cost.result_bytes[g]) for d in devs[g] if d != host], default=0.0
+                )
+        pairs = [(a, b) for a in range(d_count) for b in range(d_count) if a != b]
+        for nbytes in self.sched.pred_bytes.tolist():
+            total += max([self.copy(a, b, nbytes) for a, b in pairs], default=0.0)
+        return total * 1.01 + 1.0
+
+
+def _assignment(lp: _Builder, devs: list[list[int]], d_count: int) -> np.ndarray:
+    """Binary ``x[g, d]`` with one device per group; the column indices, shape ``(G, D)``, -1 if not allowed."""
+    x = np.full((len(devs), d_count), -1, dtype=np.int64)
+    for g, allowed in enumerate(devs):
+        for d in allowed:
+            x[g, d] = lp.var(0, 1, integer=True)
+        lp.row([(int(x[g, d]), 1.0) for d in allowed], 1.0, 1.0)
+    return x
+
+
+class _LinkQueues:
+    """Each link as a FIFO of transfers in the schedule's fixed sequence: a "link free at" state per link."""
+
+    def __init__(self, lp: _Builder, big_m: float) -> None:
+        self.lp, self.m = lp, big_m
+        self.state: dict[tuple[int, int], int] = {}
+
+    def transfer(self, ready: int | None, uses: list[tuple[tuple[int, int], int, float]]) -> int:
+        """The arrival column of one tensor that becomes available at column ``ready`` (``None``: time 0)
+        and crosses link ``link`` with duration ``duration`` when ``indicator`` is 1, for each
+        ``(link, indicator, duration)`` of ``uses`` (at most one indicator is 1; none: no copy)."""
+        lp, m = self.lp, self.m
+        arrival = lp.var(0, m)
+        terms = [(arrival, 1.0)] + ([(ready, -1.0)] if ready is not None else [])
+        lp.row(terms + [(indicator, -duration) for _, indicator, duration in uses], lower=0.0)
+        for link, indicator, duration in uses:
+            prev = self.state.get(link)
+            new = lp.var(0, m)
+            if prev is not None:  # when active: arrival >= the link's previous arrival + duration
+                lp.row([(arrival, 1.0), (prev, -1.0), (indicator, -(duration + m))], lower=-m)
+                lp.row([(new, 1.0), (prev, -1.0)], lower=0.0)
+            lp.row([(new, 1.0), (arrival, -1.0), (indicator, -m)], lower=-m)
+            self.state[link] = new
+        return arrival
+
+
+def _run_in_order(
+    lp: _Builder,
+    g: int,
+    devs: list[int],
+    x: np.ndarray,
+    start: int,
+    finish: int,
+    device_free: list[int | None],
+    m: float,
+) -> None:
+    """Group ``g`` starts after the "device free at" state of its device and becomes that state."""
+    for d in devs:
+        prev = device_free[d]
+        new = lp.var(0, m)
+        if prev is not None:
+            lp.row([(start, 1.0), (prev, -1.0), (int(x[g, d]), -m)], lower=-m)
+            lp.row([(new, 1.0), (prev, -1.0)], lower=0.0)
+        lp.row([(new, 1.0), (finish, -1.0), (int(x[g, d]), -m)], lower=-m)
+        device_free[d] = new
 
 
 def _invoke_overhead(

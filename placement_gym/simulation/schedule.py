@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from placement_gym.errors import BackendError
 from placement_gym.simulation.cost_model import CostModel
 
 
@@ -232,15 +233,34 @@ class Schedule:
     inv_bw: np.ndarray
 
     @classmethod
-    def build(cls, cost: CostModel) -> Schedule:
+    def build(cls, cost: CostModel, order: np.ndarray | None = None) -> Schedule:
+        """The schedule of ``cost`` in its priority order, or in ``order`` if given.
+
+        Args:
+            cost: The cost model.
+            order: A topological order of the groups to use instead of the priority order, shape ``(G,)``
+                (the exact solver schedules a part of a graph in the order the whole graph gives it).
+
+        Raises:
+            BackendError: If ``order`` is not a topological order of ``cost``'s groups.
+        """
         g = cost.num_groups
-        rank = upward_rank(cost)
-        order = np.lexsort((np.arange(g), -rank)).astype(np.int64)
-        pos = np.empty(g, dtype=np.int64)
-        pos[order] = np.arange(g)
-        if np.any(pos[cost.edge_src] >= pos[cost.edge_dst]):  # ties of zero-cost groups: keep index order
-            order = np.arange(g, dtype=np.int64)
-            pos = order.copy()
+        if order is None:
+            rank = upward_rank(cost)
+            order = np.lexsort((np.arange(g), -rank)).astype(np.int64)
+            pos = np.empty(g, dtype=np.int64)
+            pos[order] = np.arange(g)
+            if np.any(pos[cost.edge_src] >= pos[cost.edge_dst]):  # ties of zero-cost groups: index order
+                order = np.arange(g, dtype=np.int64)
+                pos = order.copy()
+        else:
+            order = np.asarray(order, dtype=np.int64)
+            if sorted(order.tolist()) != list(range(g)):
+                raise BackendError(f"order must be a permutation of the {g} groups")
+            pos = np.empty(g, dtype=np.int64)
+            pos[order] = np.arange(g)
+            if np.any(pos[cost.edge_src] >= pos[cost.edge_dst]):
+                raise BackendError("order is not a topological order of the groups")
         by_dst = np.argsort(cost.edge_dst, kind="stable")
         pred_ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(g + 1)).astype(np.int64)
         last_use = pos + 1

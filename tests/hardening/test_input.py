@@ -123,9 +123,8 @@ def test_unknown_backend_option_is_named_with_a_suggestion(tiny_cnn) -> None:
 
 @pytest.mark.parametrize("value", ["abc", math.nan, math.inf, True, None])
 def test_infeasible_reward_must_be_a_finite_number(value) -> None:
-    from placement_gym.rewards import get_reward
-
     from placement_gym.envs import DevicePlacementEnv
+    from placement_gym.rewards import get_reward
 
     if value is None:
         assert get_reward("speedup", value).infeasible == -1.0

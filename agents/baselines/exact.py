@@ -1,0 +1,385 @@
+"""An exact solver for the simulated latency: the schedule cut into segments, each solved exactly, joined by a
+shortest path (dynamic programming over the cuts), with a proven lower bound.
+
+How it works (the cuts and why they decompose the latency: :mod:`agents.baselines.decomposition`):
+
+1. Cut the simulator's fixed priority order at groups that separate the schedule; if the largest segment
+   would exceed ``max_segment`` groups, also cut where edges from one group jump over the cut (BERT's
+   attention mask), dropping those edges from the segments' models (a relaxation).
+2. For each segment, each device of its anchor (the previous cut's group) and each device of its last
+   group, find the segment's shortest time: by enumerating every placement through the simulator itself
+   when there are at most ``enumerate_limit`` of them, else with the MILP of
+   :mod:`agents.baselines.milp` on the segment (its optimum and its dual bound).
+3. A shortest path over ``(cut, device)`` gives a lower bound of the optimum (the sum of the segments'
+   lower bounds; exact when nothing was dropped and every segment was solved) and a placement, which the
+   simulator evaluates: the upper bound. The relative gap between them is reported; ``gap == 0`` is a proof
+   of optimality.
+
+When edges were dropped and the platform has a device with an invoke overhead, the bound is the smaller
+of two cases: the dropped edges' sources all on devices without one (the segments' models keep every
+overhead: a dropped edge then never joins two subgraphs that pay one), or not (the models charge no invoke
+overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
+placement.
+
+The segments' MILPs do not model contention between devices that share hardware (the ``local``
+platform's virtual CPUs; enumerated segments do, through the simulator): with contention and a MILP
+segment the result is reported unproven.
+
+The decomposition ignores memory: when some placement could overfill a device
+(:func:`~agents.baselines.decomposition.memory_can_bind`), the solver falls back to the MILP of the whole
+graph (:class:`~agents.baselines.milp.MILPPlacement`), whose memory rows are exact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.base import BudgetTracker, PlacementMethod
+from agents.baselines.common import allowed_devices, evaluate_within_budget
+from agents.baselines.decomposition import (
+    Segment,
+    SegmentModel,
+    memory_can_bind,
+    segment_model,
+    segments,
+)
+from agents.baselines.heft import heft_placement
+from agents.baselines.milp import TIME_SCALE, MILPPlacement, build_milp
+from placement_gym.errors import PlacementGymError
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
+
+
+class SegmentTable:
+    """What is known of one segment's shortest times, per (anchor device, end device) pair.
+
+    The first segment has no anchor and uses row 0 only. Pairs are solved lazily (:meth:`refine`): a MILP
+    over many pairs at once bounds them all from below, and a pair is solved on its own only when the
+    shortest path over the bounds goes through it.
+
+    Attributes:
+        best: Seconds of the best placement found for each pair, shape ``(D, D)`` (``inf``: none yet).
+        bound: A lower bound of each pair's shortest time, shape ``(D, D)``.
+        placements: The segment model's placement of each pair in ``best``.
+        solver: ``"enumeration"`` or ``"milp"``.
+    """
+
+    def __init__(
+        self,
+        model: SegmentModel,
+        allowed: np.ndarray,
+        enumerate_limit: int,
+        time_limit: float,
+        threads: int | None,
+    ) -> None:
+        self.model, self.allowed = model, allowed  # allowed: (g, D), the anchor's row its possible devices
+        self.time_limit, self.threads = time_limit, threads
+        d_count = model.cost.num_devices
+        self.best = np.full((d_count, d_count), np.inf)
+        self.bound = np.zeros((d_count, d_count))
+        self.placements: dict[tuple[int, int], np.ndarray] = {}
+        self.level = np.zeros((d_count, d_count), dtype=np.int64)  # 1 all pairs, 2 anchor, 3 pair solved
+        self.anchors = np.flatnonzero(allowed[model.anchor]).tolist() if model.anchor >= 0 else [None]
+        own = [i for i in range(len(model.groups)) if i != model.anchor]
+        count = float(np.prod([allowed[i].sum() for i in own], dtype=np.float64))
+        if count <= enumerate_limit:
+            self.solver = "enumeration"
+            for a in self.anchors:
+                self._enumerate(a)
+            self.level[:] = 3
+        else:
+            self.solver = "milp"
+            self._solve(None, None)
+            self.level[:] = 1 if model.anchor >= 0 else 2
+
+    @property
+    def settled(self) -> np.ndarray:
+        """Pairs solved (best found within 1e-7 of the bound: the MILP's tolerances) or past refining (their own
+        MILP ran), shape ``(D, D)``, bool."""
+        return (self.best <= self.bound + 1e-7 * np.abs(self.bound) + 1e-15) | (self.level >= 3)
+
+    def _record(self, placement: np.ndarray, latency: float) -> None:
+        row = int(placement[self.model.anchor]) if self.model.anchor >= 0 else 0
+        pair = (row, int(placement[self.model.end]))
+        if latency < self.best[pair]:
+            self.best[pair] = latency
+            self.placements[pair] = placement
+
+    def _enumerate(self, anchor: int | None) -> None:
+        """Every placement of the segment's own groups (the anchor on ``anchor``) through the simulator."""
+        model = self.model
+        g = len(model.groups)
+        rows = [
+            self.allowed[i] if i != model.anchor else np.eye(self.allowed.shape[1], dtype=bool)[anchor]
+            for i in range(g)
+        ]
+        choices = [np.flatnonzero(r) for r in rows]
+        sizes = [len(c) for c in choices]
+        total = int(np.prod(sizes))
+        row = anchor if anchor is not None else 0
+        self.bound[row] = np.inf  # pairs with no placement stay infinite
+        for lo in range(0, total, 1 << 18):
+            index = np.unravel_index(np.arange(lo, min(total, lo + (1 << 18))), sizes)
+            block = np.stack([c[i] for c, i in zip(choices, index)], axis=1).astype(np.int64)  # (B, g)
+            latency = model.schedule.run_batch(block)[0] - (
+                model.offset(anchor) if anchor is not None else 0.0
+            )
+            ends = block[:, model.end]
+            for d in np.unique(ends).tolist():
+                rows_d = np.flatnonzero(ends == d)
+                i = rows_d[np.argmin(latency[rows_d])]
+                self._record(block[i], float(latency[i]))
+        self.bound[row] = self.best[row]
+
+    def _solve(self, anchor: int | None, end: int | None) -> None:
+        """MILP of the segment with the anchor and the end pinned (or free when ``None``); bounds every pair
+        it covers and records its placement."""
+        model = self.model
+        mask = self.allowed.copy()
+        if anchor is not None:
+            mask[model.anchor] = False
+            mask[model.anchor, anchor] = True
+        if end is not None:
+            mask[model.end] = False
+            mask[model.end, end] = True
+        milp = build_milp(model.cost, mask, model.schedule.order)
+        h = milp.builder.highs()
+        h.setOptionValue("time_limit", float(self.time_limit))
+        h.setOptionValue("mip_rel_gap", 1e-9)
+        if self.threads is not None:
+            h.setOptionValue("threads", int(self.threads))
+        h.run()
+        info = h.getInfo()
+        infeasible = h.modelStatusToString(h.getModelStatus()) == "Infeasible"
+        dual = np.inf if infeasible else float(info.mip_dual_bound) / TIME_SCALE
+        anchors = [anchor] if anchor is not None else self.anchors
+        ends = [end] if end is not None else list(range(mask.shape[1]))
+        for a in anchors:
+            row = a if a is not None else 0
+            offset = model.offset(a) if a is not None else 0.0
+            for b in ends:
+                self.bound[row, b] = max(self.bound[row, b], dual - offset)
+        if not infeasible and info.primal_solution_status == 2:
+            values = np.asarray(h.getSolution().col_value)
+            score = np.where(milp.x >= 0, values[np.maximum(milp.x, 0)], -1.0)  # (g, D)
+            placement = np.argmax(score, axis=1).astype(np.int64)
+            a = int(placement[model.anchor]) if model.anchor >= 0 else None
+            offset = model.offset(a) if a is not None else 0.0
+            self._record(placement, float(model.schedule.run(placement)[0]) - offset)
+
+    def refine(self, row: int, end: int) -> bool:
+        """Learn more about pair ``(row, end)``; False if nothing more can be learnt (solved, or its own
+        MILP stopped at the time limit)."""
+        if self.settled[row, end]:
+            return False
+        if self.level[row, end] < 2:
+            self._solve(row, None)
+            self.level[row] = np.maximum(self.level[row], 2)
+        else:
+            self._solve(row if self.model.anchor >= 0 else None, end)
+            self.level[row, end] = 3
+        return True
+
+
+@dataclass
+class Decomposition:
+    """The result of :func:`solve_decomposed`.
+
+    Attributes:
+        placement: The assembled placement, shape ``(G,)``.
+        latency: Its simulated latency (seconds).
+        lower_bound: A proven lower bound of every placement's simulated latency (seconds).
+        segments: Number of segments.
+        largest: Groups in the largest segment.
+        dropped: Edges dropped from the segments' models.
+        milp_segments: Segments solved by MILP rather than enumeration.
+    """
+
+    placement: np.ndarray
+    latency: float
+    lower_bound: float
+    segments: int
+    largest: int
+    dropped: int
+    milp_segments: int
+
+    @property
+    def gap(self) -> float:
+        return max(0.0, (self.latency - self.lower_bound) / self.latency)
+
+
+def _shortest_path(tables: list[np.ndarray]) -> tuple[float, list[tuple[int, int]]]:
+    """Shortest path over ``(cut, device)`` through the segments' times ``tables`` (each ``(D, D)``, anchor
+    device by end device; the first segment's row 0): its length and the pair of each segment on it."""
+    value, back = tables[0][0].copy(), []
+    for table in tables[1:]:
+        cand = value[:, None] + table  # (D anchor, D end)
+        back.append(np.argmin(cand, axis=0))
+        value = cand.min(axis=0)
+    end = int(np.argmin(value))
+    path = [end]
+    for arg in reversed(back):
+        path.append(int(arg[path[-1]]))
+    path.reverse()  # end device of each segment
+    pairs = [(0, path[0])] + [(path[i - 1], path[i]) for i in range(1, len(path))]
+    return float(value[end]), pairs
+
+
+def solve_decomposed(
+    cost: CostModel,
+    allowed: np.ndarray,
+    max_segment: int = 40,
+    enumerate_limit: int = 1 << 20,
+    segment_time_limit: float = 60.0,
+    threads: int | None = None,
+) -> Decomposition:
+    """The exact solver on ``cost`` (see the module docstring).
+
+    Args:
+        cost: The cost model (memory must not be able to bind: :func:`memory_can_bind`).
+        allowed: Devices each group may use, shape ``(G, D)``, bool.
+        max_segment: Largest segment worth solving whole before cutting at jumping edges.
+        enumerate_limit: Largest number of placements of a segment to enumerate rather than solve by MILP.
+        segment_time_limit: HiGHS's time limit per segment MILP (a segment stopped by it gives a bound).
+        threads: HiGHS threads.
+    """
+    sched = Schedule.build(cost)
+    allowed = allowed & np.isfinite(cost.compute)
+    parts: list[Segment] = []
+    for max_dropped in range(3):
+        parts = segments(cost, sched, max_dropped, max_segment)
+        if max(len(s.groups) for s in parts) <= max_segment:
+            break
+    invoke = cost.invoke_overhead > 0
+    sources = sorted({s for seg in parts for s, _ in seg.dropped})
+    cases = [(np.zeros(cost.num_devices, dtype=bool), None)]
+    if sources and invoke.any():
+        # the complement of "every source on a device without an overhead": with one source, that source
+        # on a device with one; with several, any devices
+        others = invoke.copy() if len(sources) == 1 else None
+        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), others)]
+
+    best_bound, best_latency, best_placement, milp_segments = np.inf, np.inf, None, 0
+    for free_invoke, source_devices in cases:
+        mask = allowed.copy()
+        if source_devices is not None:
+            mask[sources] &= source_devices
+        if not mask.any(axis=1).all():
+            continue
+        tables = []
+        for seg in parts:
+            model = segment_model(cost, sched, seg, free_invoke)
+            tables.append(
+                SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
+            )
+        milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
+        while True:  # refine the pairs on the shortest path over the bounds until they are all solved
+            bound, pairs = _shortest_path([t.bound for t in tables])
+            if bound >= best_latency:  # this case cannot beat a placement of an earlier case
+                break
+            if not any([t.refine(*pair) for t, pair in zip(tables, pairs)]):
+                break
+        best_bound = min(best_bound, bound)
+        if bound >= best_latency:
+            continue
+        _, pairs = _shortest_path([t.best for t in tables])
+        placement = np.full(cost.num_groups, -1, dtype=np.int64)
+        for table, pair in zip(tables, pairs):
+            sub, model = table.placements[pair], table.model
+            own = [i for i in range(len(model.groups)) if i != model.anchor]
+            placement[model.groups[own]] = sub[own]
+        latency = float(sched.run(placement)[0])
+        if latency < best_latency:
+            best_latency, best_placement = latency, placement
+    if best_placement is None:
+        raise PlacementGymError("the exact solver found no placement: some group has no allowed device")
+    return Decomposition(
+        placement=best_placement,
+        latency=best_latency,
+        lower_bound=best_bound,
+        segments=len(parts),
+        largest=max(len(s.groups) for s in parts),
+        dropped=sum(len(s.dropped) for s in parts),
+        milp_segments=milp_segments,
+    )
+
+
+class ExactPlacement(PlacementMethod):
+    """The decomposed exact solver of the simulated latency, with a proven lower bound (module docstring).
+
+    Evaluations: HEFT's and the single-device placements, then the assembled placement (or, when memory
+    can bind, the whole-graph MILP's evaluations).
+
+    Args:
+        max_segment: Largest segment solved whole before cutting at jumping edges.
+        enumerate_limit: Largest number of a segment's placements to enumerate instead of a MILP.
+        segment_time_limit: HiGHS's time limit per segment MILP, seconds.
+        time_limit: Time limit of the whole-graph MILP when memory can bind, seconds.
+        threads: HiGHS threads (``None``: its default).
+    """
+
+    name = "exact"
+
+    def __init__(
+        self,
+        max_segment: int = 40,
+        enumerate_limit: int = 1 << 20,
+        segment_time_limit: float = 60.0,
+        time_limit: float = 600.0,
+        threads: int | None = None,
+    ) -> None:
+        for key, value in {"segment_time_limit": segment_time_limit, "time_limit": time_limit}.items():
+            if not value > 0:
+                raise PlacementGymError(f"{key} must be > 0 seconds, got {value}")
+        if max_segment < 1 or enumerate_limit < 1:
+            raise PlacementGymError("max_segment and enumerate_limit must be >= 1")
+        self.max_segment = max_segment
+        self.enumerate_limit = enumerate_limit
+        self.segment_time_limit = segment_time_limit
+        self.time_limit = time_limit
+        self.threads = threads
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        cost = tracker.problem.cost_model()
+        allowed = allowed_devices(tracker.problem)
+        if memory_can_bind(cost):
+            milp = MILPPlacement(time_limit=self.time_limit, threads=self.threads)
+            extra = milp._place(env, tracker, seed)
+            bound = extra["dual_bound"]
+            gap = max(0.0, 1.0 - bound / tracker.best_latency) if np.isfinite(tracker.best_latency) else 1.0
+            return {**extra, "solver": "milp (memory can bind)", "lower_bound": bound, "gap": gap}
+        for placement in [heft_placement(cost, allowed)[0]] + [
+            np.full(cost.num_groups, d, dtype=np.int64)
+            for d in range(cost.num_devices)
+            if allowed[:, d].all()
+        ]:
+            evaluate_within_budget(tracker, placement)
+        start = time.perf_counter()
+        result = solve_decomposed(
+            cost, allowed, self.max_segment, self.enumerate_limit, self.segment_time_limit, self.threads
+        )
+        solve_time = time.perf_counter() - start
+        evaluate_within_budget(tracker, result.placement)
+        latency = min(result.latency, tracker.best_latency)
+        gap = max(0.0, (latency - result.lower_bound) / latency)
+        # The segments' MILPs, like the whole-graph MILP, do not model contention between devices that
+        # share hardware (the local platform's virtual CPUs): their bounds then prove nothing.
+        proven = not (np.any(cost.contention > 0) and result.milp_segments > 0)
+        return {
+            "solver": "decomposition",
+            "status": ("Optimal" if gap <= 1e-6 else "Bounded") if proven else "Unproven (contention)",
+            "lower_bound": result.lower_bound if proven else float("nan"),
+            "gap": gap if proven else float("nan"),
+            "solve_time": solve_time,
+            "segments": result.segments,
+            "largest_segment": result.largest,
+            "dropped_edges": result.dropped,
+            "milp_segments": result.milp_segments,
+            "assembled_latency": result.latency,
+        }

@@ -1,0 +1,125 @@
+"""Regenerate the reference optima (``placement_gym/tasks/optima.json``) with the exact solver.
+
+Usage::
+
+    python -m experiments.reference_optima                      # every task (about 15 minutes on 2 cores)
+    python -m experiments.reference_optima --models bert --platforms multi-accel
+
+For every (model, platform) at the ``fused`` level it runs :class:`agents.baselines.exact.ExactPlacement`,
+re-evaluates its placement on the simulator, and stores the latency, the proven lower bound, the
+placement, the baseline (best single device), HEFT's latency, the solver's settings and its solve time
+with the machine's load. Tasks not asked for keep their stored entries. It prints the solver table of
+``docs/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from agents.baselines.common import allowed_devices
+from agents.baselines.exact import ExactPlacement
+from agents.baselines.heft import heft_placement
+from placement_gym import BENCHMARK_MODELS
+from placement_gym.envs.device_placement import DevicePlacementEnv
+from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, reference_optima
+
+#: Platforms with reference optima: the reference platform, its first calibration, and the suite's.
+PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel")
+SETTINGS: dict[str, Any] = {"max_segment": 40, "enumerate_limit": 1 << 20, "segment_time_limit": 60.0}
+
+
+def solve_task(model: str, platform: str, threads: int | None = None) -> ReferenceOptimum:
+    """Run the exact solver on one task and describe the result."""
+    env = DevicePlacementEnv(model, platform, "simulated", reward="neg_latency_ms")
+    cost = env.problem.cost_model()
+    singles = {
+        dev.name: env.problem.evaluate(np.full(env.num_groups, d, dtype=np.int64))
+        for d, dev in enumerate(env.problem.platform.devices)
+    }
+    feasible = {name: res.latency for name, res in singles.items() if res.feasible}
+    baseline = min(feasible, key=feasible.get)
+    heft = env.problem.evaluate(heft_placement(cost, allowed_devices(env.problem))[0])
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    result = ExactPlacement(**SETTINGS, threads=threads).place(env)
+    seconds = time.perf_counter() - start
+    check = env.problem.evaluate(result.placement)
+    if not check.feasible or abs(check.latency - result.latency) > 1e-12 * result.latency:
+        raise RuntimeError(
+            f"{model} on {platform}: the solver's placement does not re-evaluate to its latency"
+        )
+    return ReferenceOptimum(
+        model=model,
+        version=int(env.problem.benchmark.version),
+        platform=platform,
+        level="fused",
+        latency=float(result.latency),
+        lower_bound=float(min(result.extra["lower_bound"], result.latency)),
+        placement=tuple(int(d) for d in result.placement),
+        baseline=f"single device {baseline}",
+        baseline_latency=float(feasible[baseline]),
+        heft_latency=float(heft.latency),
+        solver={
+            "method": "exact",
+            **SETTINGS,
+            "threads": threads,
+            "openvino": ov.get_version().split("-")[0],
+        },
+        solve_time={
+            "seconds": round(seconds, 1),
+            "load_1min_at_start": round(load, 2),
+            "load_1min_at_end": round(os.getloadavg()[0], 2),
+            "segments": result.extra.get("segments"),
+            "milp_segments": result.extra.get("milp_segments"),
+            "dropped_edges": result.extra.get("dropped_edges"),
+        },
+    )
+
+
+def solver_table(refs: list[ReferenceOptimum]) -> str:
+    """Markdown: per task, the optimum, its bound and gap, the solve time and the load it ran under."""
+    lines = [
+        "| model | platform | best single device ms | HEFT ms | optimum ms | lower bound ms | gap | headroom | "
+        "solve s (load) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in refs:
+        t = r.solve_time
+        lines.append(
+            f"| {r.model} | {r.platform} | {r.baseline_latency * 1e3:.3f} ({r.baseline.split()[-1]}) | "
+            f"{r.heft_latency * 1e3:.3f} | {r.latency * 1e3:.3f} | {r.lower_bound * 1e3:.3f} | "
+            f"{r.gap:.2%} | {r.headroom:.3f} | {t['seconds']:.0f} ({t['load_1min_at_start']:.1f}-"
+            f"{t['load_1min_at_end']:.1f}) |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Regenerate placement_gym/tasks/optima.json.")
+    parser.add_argument("--models", nargs="+", default=list(BENCHMARK_MODELS), choices=BENCHMARK_MODELS)
+    parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS), choices=PLATFORMS)
+    parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per MILP")
+    args = parser.parse_args(argv)
+    stored = dict(reference_optima())
+    for platform in args.platforms:
+        for model in args.models:
+            ref = solve_task(model, platform, args.threads)
+            stored[f"{ref.model}/v{ref.version}/{ref.platform}/{ref.level}"] = ref
+            print(solver_table([ref]).splitlines()[-1], flush=True)
+            rows = [vars(r) | {"placement": list(r.placement)} for _, r in sorted(stored.items())]
+            OPTIMA_PATH.write_text(json.dumps({"tasks": rows}, indent=1) + "\n")
+    reference_optima.cache_clear()
+    order = {p: i for i, p in enumerate(PLATFORMS)}
+    refs = sorted(reference_optima().values(), key=lambda r: (order.get(r.platform, 99), r.model))
+    print(solver_table(refs))
+
+
+if __name__ == "__main__":
+    main()

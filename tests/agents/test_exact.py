@@ -1,0 +1,177 @@
+"""The decomposed exact solver against brute force: optimal on graphs it cuts cleanly, a valid bound when it
+drops jumping edges, and the same answer whether segments are enumerated or solved by MILP."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from agents import make_method
+from agents.baselines.decomposition import find_cuts, segments
+from agents.baselines.exact import ExactPlacement, solve_decomposed
+from agents.baselines.heft import heft_placement
+from placement_gym.errors import PlacementGymError
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
+from tests.agents.test_baselines import brute_force, random_problem
+
+
+def block_cost(
+    seed: int, blocks: int, devices: int, invoke: float = 0.0, broadcast: bool = False
+) -> CostModel:
+    """A random cost model shaped like a CNN or a transformer: a chain of blocks, each a fork into 1-3
+    parallel branches of 1-2 groups and a join, so that the joins are cuts.
+
+    Device 0 is the host (graph input into group 0, result out of the last group); the last device pays
+    ``invoke``. ``broadcast`` adds an edge from group 1 to every join (BERT's attention mask), which jumps
+    over the cuts.
+    """
+    rng = np.random.default_rng(seed)
+    edges, g = [], 1  # group 0: the first fork
+    join, joins = 0, []
+    for _ in range(blocks):
+        ends = []
+        for _ in range(int(rng.integers(1, 4))):
+            prev = join
+            for _ in range(int(rng.integers(1, 3))):
+                edges.append((prev, g))
+                prev, g = g, g + 1
+            ends.append(prev)
+        edges += [(e, g) for e in ends]
+        join, g = g, g + 1
+        joins.append(join)
+    if broadcast:
+        edges += [(1, j) for j in joins if j > 2]
+    edges = sorted(set(edges))
+    latency = rng.uniform(2e-6, 10e-6, (devices, devices))
+    np.fill_diagonal(latency, 0.0)
+    bandwidth = rng.uniform(0.5e9, 2e9, (devices, devices))
+    np.fill_diagonal(bandwidth, np.inf)
+    inputs, results = np.zeros(g), np.zeros(g)
+    inputs[0], results[g - 1] = 4e3, 4e3
+    overhead = np.zeros(devices)
+    overhead[-1] = invoke
+    return CostModel(
+        device_names=tuple(f"d{i}" for i in range(devices)),
+        compute=rng.uniform(2e-6, 40e-6, (g, devices)),
+        edge_src=np.array([s for s, _ in edges], dtype=np.int64),
+        edge_dst=np.array([t for _, t in edges], dtype=np.int64),
+        edge_bytes=rng.uniform(1e2, 1.5e4, len(edges)),
+        link_latency=latency,
+        link_bandwidth=bandwidth,
+        param_bytes=rng.uniform(0, 4e3, g),
+        out_bytes=rng.uniform(1e2, 4e3, g),
+        input_bytes=inputs,
+        result_bytes=results,
+        capacity=np.full(devices, 1e12),
+        invoke_overhead=overhead,
+    )
+
+
+def enumerate_all(cost: CostModel) -> np.ndarray:
+    """Simulated latency of every placement, shape ``(D ** G,)``."""
+    grid = itertools.product(range(cost.num_devices), repeat=cost.num_groups)
+    return Schedule.build(cost).run_batch(np.array(list(grid), dtype=np.int64))[0]
+
+
+CLEAN = [
+    pytest.param(0, 4, 2, 0.0, id="2dev"),
+    pytest.param(2, 4, 2, 0.0, id="2dev-b"),
+    pytest.param(19, 3, 3, 0.0, id="3dev"),
+    pytest.param(2, 3, 3, 15e-6, id="3dev-invoke"),
+    pytest.param(3, 2, 4, 30e-6, id="4dev-invoke"),
+]
+
+
+@pytest.mark.parametrize(("seed", "blocks", "devices", "invoke"), CLEAN)
+def test_exact_equals_brute_force_on_cut_graphs(seed: int, blocks: int, devices: int, invoke: float) -> None:
+    cost = block_cost(seed, blocks, devices, invoke)
+    assert devices**cost.num_groups <= 300_000  # few enough to enumerate
+    optimum = float(enumerate_all(cost).min())
+    allowed = np.ones((cost.num_groups, devices), dtype=bool)
+    result = solve_decomposed(cost, allowed, enumerate_limit=64)
+    assert result.segments > 2  # it really decomposed
+    assert result.dropped == 0
+    assert result.latency == pytest.approx(optimum, rel=1e-9)
+    assert result.lower_bound == pytest.approx(optimum, rel=1e-6)
+    assert Schedule.build(cost).run(result.placement)[0] == pytest.approx(result.latency, rel=1e-12)
+
+
+def test_enumeration_and_milp_segments_agree() -> None:
+    cost = block_cost(2, 3, 3, 15e-6)
+    allowed = np.ones((cost.num_groups, 3), dtype=bool)
+    enumerated = solve_decomposed(cost, allowed)
+    by_milp = solve_decomposed(cost, allowed, enumerate_limit=1)
+    assert enumerated.milp_segments == 0 and by_milp.milp_segments > 0
+    assert by_milp.latency == pytest.approx(enumerated.latency, rel=1e-9)
+    assert by_milp.lower_bound == pytest.approx(enumerated.lower_bound, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("seed", "devices", "invoke"), [(0, 2, 0.0), (2, 3, 20e-6), (3, 4, 40e-6), (0, 4, 40e-6)]
+)
+def test_dropped_edges_give_a_valid_bound(seed: int, devices: int, invoke: float) -> None:
+    """With a broadcast edge over every cut, the bound stays below the optimum and the placement above it;
+    when they meet, the placement is the optimum."""
+    blocks = {2: 4, 3: 3, 4: 2}[devices]
+    cost = block_cost(seed, blocks, devices, invoke, broadcast=True)
+    assert devices**cost.num_groups <= 300_000
+    optimum = float(enumerate_all(cost).min())
+    allowed = np.ones((cost.num_groups, devices), dtype=bool)
+    result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=4096)
+    assert result.dropped > 0
+    assert result.lower_bound <= optimum * (1 + 1e-9)
+    assert result.latency >= optimum * (1 - 1e-12)
+    if result.gap <= 1e-9:
+        assert result.latency == pytest.approx(optimum, rel=1e-9)
+
+
+def test_cuts_of_a_chain_of_blocks() -> None:
+    cost = block_cost(0, 4, 2)
+    sched = Schedule.build(cost)
+    cuts = find_cuts(cost, sched, max_dropped=0)
+    joins = {t for t in cost.edge_dst.tolist() if (cost.edge_dst == t).sum() > 1}
+    assert joins <= {int(sched.order[k]) for k, _ in cuts}
+    parts = segments(cost, sched, 0)
+    assert sorted(g for s in parts for g in s.groups) == list(range(cost.num_groups))
+
+
+def test_exact_beats_heft_and_every_single_device() -> None:
+    """A case where mixing devices pays and HEFT misses it: the solver still finds the brute-force optimum."""
+    cost = block_cost(19, 3, 3)
+    allowed = np.ones((cost.num_groups, 3), dtype=bool)
+    optimum = float(enumerate_all(cost).min())
+    sched = Schedule.build(cost)
+    singles = [sched.run(np.full(cost.num_groups, d, dtype=np.int64))[0] for d in range(3)]
+    heft = sched.run(heft_placement(cost, allowed)[0])[0]
+    assert optimum < 0.95 * min(singles) and optimum < 0.95 * heft
+    result = solve_decomposed(cost, allowed)
+    assert result.segments > 2
+    assert result.latency == pytest.approx(optimum, rel=1e-9) and result.gap <= 1e-9
+
+
+@pytest.mark.parametrize(
+    ("seed", "k", "platform", "invoke"), [(0, 6, "cpu-dgpu", 0.0), (4, 7, "multi-accel", 30e-6)]
+)
+def test_exact_method_equals_brute_force(seed: int, k: int, platform: str, invoke: float) -> None:
+    env = random_problem(seed, k, platform, invoke)
+    result = make_method("exact").place(env)
+    assert result.latency == pytest.approx(brute_force(env), rel=1e-7)
+    assert result.extra["lower_bound"] <= result.latency * (1 + 1e-9)
+    assert result.extra["status"] == "Optimal" and result.extra["gap"] <= 1e-6
+
+
+def test_memory_bound_problems_fall_back_to_the_whole_milp() -> None:
+    env = random_problem(104, 8, "cpu-dgpu", capacity=[1e12, 14e3])
+    result = make_method("exact", time_limit=30).place(env)
+    assert result.extra["solver"].startswith("milp")
+    assert result.latency == pytest.approx(brute_force(env), rel=1e-7)
+
+
+def test_bad_settings_are_named() -> None:
+    with pytest.raises(PlacementGymError, match="segment_time_limit"):
+        ExactPlacement(segment_time_limit=0)
+    with pytest.raises(PlacementGymError, match="max_segment"):
+        ExactPlacement(max_segment=0)

@@ -1,0 +1,56 @@
+"""The simulated IDs and the task suite: registration, versions, check_env."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import placement_gym
+from placement_gym.zoo import BENCHMARK_MODELS
+
+SIMULATED = [i for i in placement_gym.ENV_IDS if not gym.spec(i).nondeterministic]
+
+
+def test_every_model_has_every_version_and_suite_task() -> None:
+    for model in BENCHMARK_MODELS:
+        for version, platform in placement_gym.SIM_PLATFORM_VERSIONS.items():
+            assert gym.spec(f"DevicePlacementSim-{model}-v{version}").kwargs["platform"] == platform
+        for platform in placement_gym.SUITE_PLATFORMS:
+            spec = gym.spec(placement_gym.suite_id(model, platform))
+            assert spec.kwargs == {"model": model, "platform": platform, "backend": "simulated"}
+    assert placement_gym.suite_id("bert", "cpu-igpu") == "DevicePlacement-bert-cpu_igpu-sim-v0"
+    assert placement_gym.SIM_PLATFORM_VERSIONS[0] == "cpu-dgpu-v0"
+
+
+@pytest.mark.parametrize("env_id", SIMULATED)
+def test_check_env_simulated_ids_on_tiny_model(env_id: str) -> None:
+    """Every simulated ID passes both checkers, with the tiny model swapped in for speed."""
+    env = gym.make(env_id, model="tiny_cnn")
+    gym_check_env(env.unwrapped)
+    sb3_check_env(env.unwrapped, warn=False)
+    env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", [i for i in SIMULATED if "-sim-" in i or i.endswith("-v1")])
+def test_check_env_new_ids(env_id: str) -> None:
+    env = gym.make(env_id)
+    gym_check_env(env.unwrapped)
+    sb3_check_env(env.unwrapped, warn=False)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(env.action_space.sample())
+    assert info["baseline_latency"] > 0 and np.isfinite(reward)
+
+
+def test_v0_keeps_the_first_calibration() -> None:
+    """``-v0`` and ``-v1`` differ only in the platform's calibration; ``-v0``'s GPU is the old, faster one."""
+    old = gym.make("DevicePlacementSim-resnet50-v0", model="tiny_cnn").unwrapped
+    new = gym.make("DevicePlacementSim-resnet50-v1", model="tiny_cnn").unwrapped
+    assert old.platform.name == "cpu-dgpu-v0" and new.platform.name == "cpu-dgpu"
+    gpu_old, gpu_new = old.platform.devices[1], new.platform.devices[1]
+    assert gpu_old.op_efficiency["MatMul"] == 0.08 and gpu_new.op_efficiency["MatMul"] < 0.08
+    gpu_only = np.ones(old.num_groups, dtype=np.int64)
+    assert old.backend.evaluate(gpu_only).latency < new.backend.evaluate(gpu_only).latency
