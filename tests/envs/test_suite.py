@@ -49,8 +49,8 @@ def test_v0_keeps_the_first_calibration() -> None:
     """``-v0`` and ``-v1`` differ only in the platform's calibration; ``-v0``'s GPU is the old, faster one."""
     old = gym.make("DevicePlacementSim-resnet50-v0", model="tiny_cnn").unwrapped
     new = gym.make("DevicePlacementSim-resnet50-v1", model="tiny_cnn").unwrapped
-    assert old.platform.name == "cpu-dgpu-v0" and new.platform.name == "cpu-dgpu"
-    gpu_old, gpu_new = old.platform.devices[1], new.platform.devices[1]
+    assert old.problem.platform.name == "cpu-dgpu-v0" and new.problem.platform.name == "cpu-dgpu"
+    gpu_old, gpu_new = old.problem.platform.devices[1], new.problem.platform.devices[1]
     assert gpu_old.op_efficiency["MatMul"] == 0.08 and gpu_new.op_efficiency["MatMul"] < 0.08
     gpu_only = np.ones(old.num_groups, dtype=np.int64)
-    assert old.backend.evaluate(gpu_only).latency < new.backend.evaluate(gpu_only).latency
+    assert old.problem.evaluate(gpu_only).latency < new.problem.evaluate(gpu_only).latency
