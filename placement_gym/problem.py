@@ -102,6 +102,7 @@ class PlacementProblem:
         self._device_mask: np.ndarray | None = None
         self._features: StaticFeatures | None = None
         self._device_features: DeviceFeatures | None = None
+        self._reference: Any = False  # not looked up yet
         self._cost_model = None
 
     @classmethod
@@ -204,6 +205,29 @@ class PlacementProblem:
 
             self._cost_model = CostModel.from_benchmark(self.benchmark, self.coarse, self.platform)
         return self._cost_model
+
+    @property
+    def reference(self):
+        """The stored :class:`~placement_gym.tasks.ReferenceOptimum` of this task (simulated backend, a zoo
+        model at the stored graph version and level, the stored platform), else ``None``."""
+        if self._reference is False:
+            self._reference = None
+            if self.backend.name == "simulated":
+                from placement_gym.tasks import reference_optima
+
+                key = f"{self.benchmark.name}/v{self.benchmark.version}/{self.platform.name}/{self.coarse.level}"
+                ref = reference_optima().get(key)
+                if ref is not None and len(ref.placement) == self.num_groups:
+                    self._reference = ref
+        return self._reference
+
+    def score(self, latency: float) -> float:
+        """Normalised score of ``latency`` against the reference optimum (0: the best single device,
+        1: the optimum; D4RL-style), or ``nan`` when the task has no reference optimum or no headroom."""
+        ref = self.reference
+        if ref is None or not ref.latency < ref.baseline_latency:
+            return math.nan
+        return ref.score(latency)
 
     # ------------------------------------------------------------------ validation
     def validate(self, placement: Sequence[int] | np.ndarray, length: int | None = None) -> np.ndarray:

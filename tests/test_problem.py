@@ -178,3 +178,20 @@ def test_device_features_are_bounded_and_consistent(platform):
     assert f.device[:, 0].max() == 1.0 and f.device[problem.host, 3] == 1.0 and f.device[:, 3].sum() == 1.0
     diagonal = f.edge_link.reshape(e, d, d)[:, np.arange(d), np.arange(d)]
     assert not diagonal.any() and (f.edge_link.sum(axis=1) > 0).all()
+
+
+def test_info_score_is_normalised_against_the_stored_optimum():
+    env = gym.make("DevicePlacement-resnet50-cpu_igpu-sim-v0")
+    problem = problem_of(env)
+    ref = problem.reference
+    assert ref is not None and ref.platform == "cpu-igpu" and len(ref.placement) == problem.num_groups
+    env.reset(seed=0)
+    info = env.step(np.array(ref.placement))[4]
+    assert info["score"] == pytest.approx(1.0) and info["latency"] == pytest.approx(ref.latency)
+    env.reset(seed=0)
+    best_single = np.full(problem.num_groups, problem.baseline_device)
+    assert env.step(best_single)[4]["score"] == pytest.approx(0.0, abs=1e-9)
+    tiny = DevicePlacementEnv(**TINY_SIM)
+    tiny.reset(seed=0)
+    assert tiny.problem.reference is None and np.isnan(tiny.problem.score(1e-3))
+    assert "score" not in tiny.step(tiny.action_space.sample())[4]

@@ -98,7 +98,9 @@ class DevicePlacementEnv(gym.Env):
     ``sequential_reward="final"``. After an evaluated step (the one-shot step, the last sequential step, or
     every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds; the baseline
     is ``nan`` if no single device can run the model), ``speedup`` (``baseline / latency``, 0 if
-    infeasible), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
+    infeasible), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
+    normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device,
+    1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
     seconds and timed runs; 0 for the simulator), ``placement`` (the ``(G,)`` placement evaluated, unplaced
     groups on the host) and, for nondeterministic (measured) backends only, ``cached`` (answered from the
     result cache), so that a simulated env's info is a function of seed and actions alone.
@@ -309,6 +311,9 @@ class DevicePlacementEnv(gym.Env):
             samples=res.samples,
             placement=self.placement.copy(),
         )
+        score = problem.score(res.latency)
+        if not np.isnan(score):  # only tasks with a stored reference optimum (nan would break equality checks)
+            info["score"] = score
         if not problem.deterministic:
             # A deterministic backend's info must depend on (seed, actions) only (Gymnasium's determinism
             # check); whether its answer came from a cache does not change it. See problem.stats().
