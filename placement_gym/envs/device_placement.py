@@ -38,10 +38,16 @@ class DevicePlacementEnv(gym.Env):
     ``mode="sequential"`` (Placeto-style) each step places the next group in topological order and the
     episode ends once all ``G`` groups are placed.
 
-    Registered IDs (``import placement_gym``): ``DevicePlacement-<model>-v0`` (measured on the ``local``
-    platform, ``nondeterministic=True``), ``DevicePlacementSim-<model>-v0`` (simulated ``cpu-dgpu``), for
-    ``<model>`` in ``inception_v3``, ``resnet50``, ``bert``; and ``DevicePlacement-v0`` (any arguments
-    below; ``nondeterministic=True``). ``placement_gym.ENV_IDS`` lists them all.
+    Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists them all), for ``<model>`` in
+    ``inception_v3``, ``resnet50``, ``bert``:
+
+    * ``DevicePlacement-<model>-v0``: measured on the ``local`` platform (``nondeterministic=True``);
+    * ``DevicePlacementSim-<model>-v1``: simulated ``cpu-dgpu`` (GPU calibrated against HSDAG's published
+      speedups); ``DevicePlacementSim-<model>-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
+      calibration);
+    * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
+      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``);
+    * ``DevicePlacement-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
 
@@ -123,7 +129,7 @@ class DevicePlacementEnv(gym.Env):
     import gymnasium as gym
     import placement_gym  # registers the IDs
 
-    env = gym.make("DevicePlacementSim-bert-v0")  # simulated cpu-dgpu platform, fused groups
+    env = gym.make("DevicePlacementSim-bert-v1")  # simulated cpu-dgpu platform, fused groups
     env = gym.make("DevicePlacement-v0", model="tiny_cnn", platform="local", backend="measured",
                    coarsening="fused", k=None, mode="oneshot", reward="speedup")
     obs, info = env.reset(seed=0)
@@ -155,6 +161,11 @@ class DevicePlacementEnv(gym.Env):
       rule for the ops the runtime renames (:func:`placement_gym.fusion.resolve_owners`), so every group
       is one runtime layer; ``bert``'s fused graph has 206 groups instead of 267 (``inception_v3`` and
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
+      ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
+    * v1 (``DevicePlacementSim-<model>-v1``): platform ``cpu-dgpu`` recalibrated against HSDAG's published
+      speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
+      instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
+    * ``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``: initial version.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
