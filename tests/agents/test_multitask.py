@@ -11,13 +11,7 @@ from agents.sb3.multitask import common_envs, train_multitask
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tasks(platform: str = "multi-accel") -> list[PlacementProblem]:

@@ -27,13 +27,7 @@ from placement_gym.errors import PlacementGymError, UnknownNameError
 PAD = dict(max_nodes=16, max_edges=24)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small networks: one thread is faster and makes results independent of the core count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_env(model: str = "tiny_cnn", platform: str = "cpu-dgpu", **kwargs) -> DevicePlacementEnv:
