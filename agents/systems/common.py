@@ -111,6 +111,10 @@ def torch_threads(num_threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+class DivergedError(ArithmeticError):
+    """A policy produced non-finite logits (its parameters or activations overflowed)."""
+
+
 def sample_categorical(
     logits: torch.Tensor,
     generator: torch.Generator,
@@ -127,7 +131,12 @@ def sample_categorical(
 
     Returns:
         ``(actions, log_prob, entropy)``, each of shape ``(...)``; ``actions`` is int64.
+
+    Raises:
+        DivergedError: If ``logits`` holds a NaN or an infinity.
     """
+    if not torch.isfinite(logits).all():
+        raise DivergedError("the policy's logits are not finite: training diverged")
     if mask is not None:
         logits = logits.masked_fill(~mask, -1e9)
     logp = torch.log_softmax(logits, dim=-1)
@@ -350,6 +359,9 @@ def reinforce(
         max_idle_updates: Stop after this many consecutive updates that evaluate nothing new (a policy
             that only samples known placements); the result then spends less than ``budget``.
 
+    A policy whose logits stop being finite ends the loop: the curve's last entry is then
+    ``{"update", "evaluations", "diverged": 1.0}``.
+
     Returns:
         The training curve: one dict per update (``update``, ``evaluations``, ``new`` placements evaluated,
         ``distinct`` placements in the batch, ``collapsed`` (1.0 if all samples were identical or their
@@ -365,7 +377,11 @@ def reinforce(
     idle = 0
     while tracker.used < budget and idle < max_idle_updates:
         k = samples_per_update if known.enabled else min(samples_per_update, budget - tracker.used)
-        batch = sample(k)
+        try:
+            batch = sample(k)
+        except DivergedError:
+            curve.append(dict(update=len(curve), evaluations=tracker.used, diverged=1.0))
+            break
         latency, env_reward, ok, new = known.evaluate(tracker, batch.placements, budget - tracker.used)
         idle = 0 if new else idle + 1
         rewards = np.array(
@@ -407,14 +423,16 @@ def reinforce(
 def collapsed_fraction(curve: list[dict[str, float]]) -> float:
     """Share of the updates of a :func:`reinforce` curve that were collapsed (identical samples or tied
     rewards); 0.0 for an empty curve."""
-    return float(np.mean([p["collapsed"] for p in curve])) if curve else 0.0
+    updates = [p["collapsed"] for p in curve if "collapsed" in p]
+    return float(np.mean(updates)) if updates else 0.0
 
 
 def training_extras(curve: list[dict[str, float]], tracker: BudgetTracker, budget: int) -> dict[str, Any]:
     """The facts every learning system reports in ``PlacementResult.extra``."""
     return {
         "curve": curve,
-        "updates": len(curve),
+        "updates": sum("collapsed" in p for p in curve),
         "collapsed_fraction": collapsed_fraction(curve),
         "stopped_early": tracker.used < budget,
+        "diverged": bool(curve and curve[-1].get("diverged")),
     }
