@@ -91,11 +91,14 @@ def targets_table(small: list[ResultRow], large: list[ResultRow], reference: lis
                 rl = cells_large.get((platform, model, system), [])
                 if rl:
                     med_l = float(np.median([r.latency for r in rl]))
-                    score_l, coll_l = _score(base, med_l, opt), float(
-                        np.mean([r.extra.get("collapsed_fraction", math.nan) for r in rl])
+                    score_l, coll_l = (
+                        _score(base, med_l, opt),
+                        float(np.mean([r.extra.get("collapsed_fraction", math.nan) for r in rl])),
                     )
                     no_worse = med_l <= med * (1 + 1e-9)
-                    large_cells = f"{med_l * 1e3:.3f} | {score_l:.0%} | {coll_l:.0%} | {'yes' if no_worse else 'no'}"
+                    large_cells = (
+                        f"{med_l * 1e3:.3f} | {score_l:.0%} | {coll_l:.0%} | {'yes' if no_worse else 'no'}"
+                    )
                     if rnd_large:
                         large_cells += "" if med_l < rnd_large_med else " (random better)"
                 else:
@@ -116,8 +119,12 @@ def targets_table(small: list[ResultRow], large: list[ResultRow], reference: lis
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", nargs="+", type=Path, required=True, help="result folders at 500 evaluations")
-    parser.add_argument("--large", nargs="+", type=Path, default=[], help="result folders at 2000 evaluations")
+    parser.add_argument(
+        "--small", nargs="+", type=Path, required=True, help="result folders at 500 evaluations"
+    )
+    parser.add_argument(
+        "--large", nargs="+", type=Path, default=[], help="result folders at 2000 evaluations"
+    )
     parser.add_argument("--reference", nargs="+", type=Path, default=[], help="extra folders for the optimum")
     args = parser.parse_args(argv)
     print(targets_table(load_rows(args.small), load_rows(args.large), load_rows(args.reference)))

@@ -225,7 +225,12 @@ class MovingAverageBaseline:
             raise ValueError(f"min_spread must be >= 0, got {min_spread}")
         if per_sample and normalize:
             raise ValueError("per_sample applies to the moving average (normalize=False)")
-        self.decay, self.normalize, self.min_spread, self.per_sample = decay, normalize, min_spread, per_sample
+        self.decay, self.normalize, self.min_spread, self.per_sample = (
+            decay,
+            normalize,
+            min_spread,
+            per_sample,
+        )
         self.value: float | None = init
 
     def advantages(self, rewards: np.ndarray) -> np.ndarray:

@@ -30,6 +30,9 @@ Deviations:
 * Op features are the project's (op-type mix, FLOPs, bytes, degrees, topological position) instead of a
   type index, padded output shapes and a list of neighbour indices; a group's embedding sums them.
 * Attention is multiplicative, as in :mod:`agents.systems.rl_placement`.
+* Temperature and tanh clipping apply to the placer only, as in the controller's code (the paper's
+  sentence lists T = 10 and C = 5 for both policies); ``K`` placements share one moving-average update
+  per sample as in :mod:`agents.systems.rl_placement`.
 * Device memory masks are not applied (the grouper does not see problem groups); an over-full device is
   reported infeasible by the backend and rewarded as a failure.
 * On a deterministic backend a placement sampled again is looked up rather than re-measured.
@@ -147,7 +150,9 @@ class GrouperPlacerPolicy(nn.Module):
         if not greedy:
             grouper_noise.samples += 1
         items = group_embeddings(x, edge_index, groups.unsqueeze(0), self.num_groups)[0]  # (G', 2G' + F)
-        devices, p_logp, p_ent = self.placer(items, generator, placer_exploration, greedy=greedy, k=k)  # (k, G')
+        devices, p_logp, p_ent = self.placer(
+            items, generator, placer_exploration, greedy=greedy, k=k
+        )  # (k, G')
         return devices[:, groups], groups, g_logp.sum() + p_logp, g_ent.sum() + p_ent
 
 
@@ -211,11 +216,20 @@ class GrouperPlacer(PlacementMethod):
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
         self.num_groups, self.samples_per_update = num_groups, samples_per_update
         self.hidden, self.grouping_hidden, self.lr = hidden, grouping_hidden, lr
-        self.baseline_decay, self.failing_ratio, self.max_grad_norm = baseline_decay, failing_ratio, max_grad_norm
-        self.placer_exploration = dict(
-            temperature=temperature, tanh_constant=tanh_constant, noise_std=noise_std, noise_samples=noise_samples
+        self.baseline_decay, self.failing_ratio, self.max_grad_norm = (
+            baseline_decay,
+            failing_ratio,
+            max_grad_norm,
         )
-        self.grouper_noise = dict(temperature=1.0, tanh_constant=0.0, noise_std=noise_std, noise_samples=noise_samples)
+        self.placer_exploration = dict(
+            temperature=temperature,
+            tanh_constant=tanh_constant,
+            noise_std=noise_std,
+            noise_samples=noise_samples,
+        )
+        self.grouper_noise = dict(
+            temperature=1.0, tanh_constant=0.0, noise_std=noise_std, noise_samples=noise_samples
+        )
         Exploration(**self.placer_exploration)  # fail on bad values at construction
         self.default_budget, self.num_threads = default_budget, num_threads
 
@@ -234,11 +248,16 @@ class GrouperPlacer(PlacementMethod):
         gen = make_generator(seed)
         assignment = np.asarray(problem.coarse.assignment)
         weights = np.asarray(problem.coarse.ops.nodes["flops"], dtype=np.float64) + 1.0
-        grouper_noise, placer_exploration = Exploration(**self.grouper_noise), Exploration(**self.placer_exploration)
+        grouper_noise, placer_exploration = (
+            Exploration(**self.grouper_noise),
+            Exploration(**self.placer_exploration),
+        )
         used_groups: list[float] = []
 
         def sample(k: int) -> SampleBatch:
-            op_devices, groups, logp, ent = policy(ops.x, ops.edge_index, k, gen, grouper_noise, placer_exploration)
+            op_devices, groups, logp, ent = policy(
+                ops.x, ops.edge_index, k, gen, grouper_noise, placer_exploration
+            )
             used_groups.append(float(len(torch.unique(groups))))
             return SampleBatch(vote(op_devices.numpy(), assignment, weights, g, d), logp, ent)
 
@@ -250,7 +269,8 @@ class GrouperPlacer(PlacementMethod):
             torch.optim.Adam(policy.parameters(), lr=self.lr),
             self.samples_per_update,
             reward=sqrt_runtime_reward(problem.baseline.latency, self.failing_ratio),
-            baseline=MovingAverageBaseline(self.baseline_decay, normalize=False, init=-math.sqrt(self.failing_ratio), per_sample=True
+            baseline=MovingAverageBaseline(
+                self.baseline_decay, normalize=False, init=-math.sqrt(self.failing_ratio), per_sample=True
             ),
             max_grad_norm=self.max_grad_norm,
         )

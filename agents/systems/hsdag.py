@@ -35,7 +35,12 @@ Deviations from the released code (the rest of the list above is as released):
   the project's 19 op-type categories, not one column per IR op type.
 * Parsing runs for ``levels`` levels (default 1); the released GPN repeats it as long as it contracts.
   The cluster gate is the mean score of the cluster's dominant edges (GPN also multiplies by a link
-  count), the MLPs have no normalisation layers.
+  count and keeps singleton clusters' input features), the pooled features come from the parsing GCN
+  (GPN pools the output of a second, one-layer GCN), the MLPs have no normalisation layers.
+* Single-device placements count as failures on any platform (the released code, written for CPU +
+  GPU, tests all-CPU and all-GPU).
+* Devices that cannot hold a group's weights and outputs are masked out (``problem.device_mask``); the
+  released code samples every device.
 * The loss is the mean over the episode's samples of ``-return * log_prob`` instead of the sum (a constant
   factor ``K``, which Adam's step normalisation removes).
 * On a deterministic backend a placement sampled again is looked up rather than re-measured (the budget
@@ -86,7 +91,9 @@ def hsdag_coarsening(num_nodes: int, edge_src: np.ndarray, edge_dst: np.ndarray)
     Returns:
         ``(n,)`` int64 group of each node, groups numbered ``0..`` in order of first member.
     """
-    pairs = np.unique(np.stack([edge_src, edge_dst], axis=1), axis=0) if len(edge_src) else np.zeros((0, 2), int)
+    pairs = (
+        np.unique(np.stack([edge_src, edge_dst], axis=1), axis=0) if len(edge_src) else np.zeros((0, 2), int)
+    )
     indeg = np.bincount(pairs[:, 1], minlength=num_nodes)
     pred = np.full(num_nodes, -1, dtype=np.int64)
     single = indeg[pairs[:, 1]] == 1
@@ -104,7 +111,9 @@ def hsdag_coarsening(num_nodes: int, edge_src: np.ndarray, edge_dst: np.ndarray)
 def _op_type_mix(problem: PlacementProblem, group_of_op: np.ndarray, num_groups: int) -> np.ndarray:
     """``(n, NUM_CATEGORIES)`` mean one-hot op-type category of each group's ops."""
     category = {op: i for i, ops in enumerate(OP_CATEGORIES) for op in ops}
-    cats = np.array([category.get(t, NUM_CATEGORIES - 1) for t in problem.coarse.ops.op_types], dtype=np.int64)
+    cats = np.array(
+        [category.get(t, NUM_CATEGORIES - 1) for t in problem.coarse.ops.op_types], dtype=np.int64
+    )
     counts = np.zeros((num_groups, NUM_CATEGORIES))
     np.add.at(counts, (group_of_op, cats), 1.0)
     return counts / counts.sum(axis=1, keepdims=True)
@@ -147,7 +156,9 @@ def _mlp(sizes: list[int], dropout: float, act_final: bool = True) -> nn.Sequent
     return nn.Sequential(*layers)
 
 
-def dominant_edge_clusters(num_nodes: int, undirected: torch.Tensor, score: torch.Tensor) -> tuple[int, np.ndarray]:
+def dominant_edge_clusters(
+    num_nodes: int, undirected: torch.Tensor, score: torch.Tensor
+) -> tuple[int, np.ndarray]:
     """GPN's parsing: each node keeps its highest-scoring incident edge; clusters are the components.
 
     Args:
@@ -182,7 +193,9 @@ class HSDAGPolicy(nn.Module):
         levels: Parsing levels.
     """
 
-    def __init__(self, in_dim: int, num_devices: int, hidden: int = 128, dropout: float = 0.2, levels: int = 1):
+    def __init__(
+        self, in_dim: int, num_devices: int, hidden: int = 128, dropout: float = 0.2, levels: int = 1
+    ):
         super().__init__()
         self.levels = levels
         self.input_trans = _mlp([in_dim, hidden, hidden], dropout)
@@ -224,7 +237,9 @@ class HSDAGPolicy(nn.Module):
         clusters, labels = self(x, graph.undirected)
         count = clusters.shape[0]
         lab = torch.as_tensor(labels)
-        forbidden = torch.zeros(count, graph.device_mask.shape[1]).index_add(0, lab, (~graph.device_mask).float())
+        forbidden = torch.zeros(count, graph.device_mask.shape[1]).index_add(
+            0, lab, (~graph.device_mask).float()
+        )
         mask = forbidden == 0
         mask[~mask.any(-1)] = True
         devices, logp, ent = sample_categorical(self.classifier(clusters), generator, mask, greedy)
@@ -279,7 +294,9 @@ class HSDAG(PlacementMethod):
     def _train(self, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         graph = HSDAGGraph(tracker.problem, self.coarsen == "hsdag")
         policy = seeded_module(
-            lambda: HSDAGPolicy(graph.x.shape[1], graph.device_mask.shape[1], self.hidden, self.dropout, self.levels),
+            lambda: HSDAGPolicy(
+                graph.x.shape[1], graph.device_mask.shape[1], self.hidden, self.dropout, self.levels
+            ),
             seed,
         )
         policy.train()  # the released code samples with dropout active
@@ -318,5 +335,10 @@ class HSDAG(PlacementMethod):
         )
         for point, clusters in zip(curve, cluster_counts):
             point["mean_clusters"] = clusters
-        return {**training_extras(curve, tracker, budget), "policy": policy, "reward": self.reward,
-                "coarsen": self.coarsen, "groups_placed": graph.num_nodes}
+        return {
+            **training_extras(curve, tracker, budget),
+            "policy": policy,
+            "reward": self.reward,
+            "coarsen": self.coarsen,
+            "groups_placed": graph.num_nodes,
+        }

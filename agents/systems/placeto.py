@@ -35,7 +35,12 @@ Deviations:
   penalty: the backend reports over-full devices as infeasible.
 * Message passing is 8 synchronous rounds in each direction (mean over parents / children), not full
   sweeps in topological order; the ancestor / descendant / parallel pools are plain means.
-* No start-time feature (it needs a schedule of every intermediate placement, one simulation per step).
+* No start-time feature (it needs a schedule of every intermediate placement, one simulation per step);
+  the state also holds the project's static group features, and node embeddings are 32 wide after an
+  input layer (the code's messages keep the width of its 5 + D input features); its parent, child and
+  parallel aggregators are small networks, here means.
+* 20 episodes per update (the code runs 4 to 8 workers, one episode each).
+* Devices that cannot hold a group's weights and outputs are masked out (``problem.device_mask``).
 * The learning rate is constant; the entropy weight is 0.01 against rewards of order 1 (the code's 1.0
   weighs rewards in seconds of its simulator).
 * Log-probabilities are recomputed after the rollout in chunks of steps (same gradient, bounded memory).
@@ -147,7 +152,12 @@ class PlacetoPolicy(nn.Module):
         b, g = placement.shape
         cur = F.one_hot(current, g).float().unsqueeze(-1)  # (B, G, 1)
         state = torch.cat(
-            [graph.x.expand(b, -1, -1), F.one_hot(placement, self.num_devices).float(), done.unsqueeze(-1), cur],
+            [
+                graph.x.expand(b, -1, -1),
+                F.one_hot(placement, self.num_devices).float(),
+                done.unsqueeze(-1),
+                cur,
+            ],
             dim=-1,
         )  # (B, G, F + D + 2)
         h0 = torch.relu(self.inp(state))
@@ -164,7 +174,9 @@ class PlacetoPolicy(nn.Module):
         pools = [emb[torch.arange(b), current]]
         for rel in (graph.ancestors, graph.descendants, graph.parallel):
             weights = rel[current]  # (B, G)
-            pools.append(torch.bmm(weights.unsqueeze(1), emb).squeeze(1) / weights.sum(-1, keepdim=True).clamp(min=1))
+            pools.append(
+                torch.bmm(weights.unsqueeze(1), emb).squeeze(1) / weights.sum(-1, keepdim=True).clamp(min=1)
+            )
         return self.head(torch.cat(pools, dim=-1))
 
 
@@ -199,7 +211,9 @@ class _EpisodeBatch(SampleBatch):
         for start in range(0, g, chunk):
             steps = torch.arange(start, min(start + chunk, g))
             before = (torch.arange(g).view(1, g) < steps.view(-1, 1)).unsqueeze(1)  # (c, 1, G)
-            placement = torch.where(before, actions.unsqueeze(0), self.graph.initial.view(1, 1, g))  # (c, k, G)
+            placement = torch.where(
+                before, actions.unsqueeze(0), self.graph.initial.view(1, 1, g)
+            )  # (c, k, G)
             done = before.float().expand(-1, k, -1).reshape(-1, g)
             current = steps.repeat_interleave(k)  # (c*k,)
             logits = self.policy.logits(self.graph, placement.reshape(-1, g), done, current)

@@ -15,8 +15,8 @@ The groups of the problem's coarse graph, in topological order, are embedded (op
 adjacency) and read by the bidirectional LSTM encoder; an attentional LSTM decoder, fed the embedding of
 the previous group's device, emits one device per group. Logits are divided by T, squashed to
 ``C * tanh(.)``, and noised while the noise lasts; log-probabilities are those of the logits sampled
-from. REINFORCE minimises the square root of the runtime against the moving-average baseline, which
-lags the batch (its value before the batch is used).
+from. REINFORCE minimises the square root of the runtime against the moving-average baseline, moved
+after every sample as in the controller: each sample is judged against the average before it.
 
 Deviations:
 
@@ -32,6 +32,9 @@ Deviations:
 * Attention is Luong's multiplicative ("general") attention rather than the controller's additive one,
   whose ``(K, G, 512)`` tanh tensor per decoding step must be kept for the backward pass (about 3 GB for
   BERT's 267 groups at ``K = 20``).
+* Devices that cannot hold a group's weights and outputs are masked out (``problem.device_mask``); the
+  controller samples every device and sees an over-full placement fail.
+* The device embeddings start from torch's N(0, 1) initialisation, not Glorot's.
 * On a deterministic backend a placement sampled again is looked up rather than re-measured (the budget
   counts distinct placements, see :func:`agents.systems.common.reinforce`).
 """
@@ -83,7 +86,11 @@ class Exploration:
     """
 
     def __init__(
-        self, temperature: float = 10.0, tanh_constant: float = 5.0, noise_std: float = 0.5, noise_samples: int = 750
+        self,
+        temperature: float = 10.0,
+        tanh_constant: float = 5.0,
+        noise_std: float = 0.5,
+        noise_samples: int = 750,
     ) -> None:
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -115,7 +122,9 @@ def _init_lstm(module: nn.Module, forget_bias: float) -> None:
         elif "bias_ih" in name:
             nn.init.zeros_(param)
             h = param.shape[0] // 4
-            nn.init.constant_(param[h : 2 * h], forget_bias)  # torch's gate order: input, forget, cell, output
+            nn.init.constant_(
+                param[h : 2 * h], forget_bias
+            )  # torch's gate order: input, forget, cell, output
         elif "bias" in name:
             nn.init.zeros_(param)
 
@@ -142,8 +151,8 @@ class Seq2SeqPlacer(nn.Module):
         self.out = nn.Linear(2 * hidden, num_devices, bias=False)
         _init_lstm(self.encoder, forget_bias)
         _init_lstm(self.decoder, forget_bias)
-        for layer in (self.attn, self.out):
-            nn.init.xavier_uniform_(layer.weight)
+        for weight in (self.attn.weight, self.out.weight):
+            nn.init.xavier_uniform_(weight)
 
     def forward(
         self,
@@ -193,7 +202,9 @@ class Seq2SeqPlacer(nn.Module):
                 weights = torch.softmax(self.attn(h) @ enc[0].T, dim=-1)  # (k, T)
                 context = weights @ enc[0]  # (k, H)
             else:
-                weights = torch.softmax(torch.bmm(enc, self.attn(h).unsqueeze(-1)).squeeze(-1), dim=-1)  # (k, T)
+                weights = torch.softmax(
+                    torch.bmm(enc, self.attn(h).unsqueeze(-1)).squeeze(-1), dim=-1
+                )  # (k, T)
                 context = torch.bmm(weights.unsqueeze(1), enc).squeeze(1)  # (k, H)
             logits = exploration(self.out(torch.cat([h, context], dim=-1)), generator, noisy)  # (k, D)
             a, lp, en = sample_categorical(logits, generator, None if mask is None else mask[t], greedy)
@@ -284,7 +295,10 @@ class RLPlacement(PlacementMethod):
         self.samples_per_update, self.hidden, self.lr = samples_per_update, hidden, lr
         self.baseline_decay = baseline_decay
         self.exploration = dict(
-            temperature=temperature, tanh_constant=tanh_constant, noise_std=noise_std, noise_samples=noise_samples
+            temperature=temperature,
+            tanh_constant=tanh_constant,
+            noise_std=noise_std,
+            noise_samples=noise_samples,
         )
         Exploration(**self.exploration)  # fail on bad values at construction
         self.reward, self.failing_ratio, self.max_grad_norm = reward, failing_ratio, max_grad_norm
@@ -309,7 +323,8 @@ class RLPlacement(PlacementMethod):
 
         if self.reward == "sqrt_runtime":
             reward = sqrt_runtime_reward(tracker.problem.baseline.latency, self.failing_ratio)
-            baseline = MovingAverageBaseline(self.baseline_decay, normalize=False, init=-math.sqrt(self.failing_ratio), per_sample=True
+            baseline = MovingAverageBaseline(
+                self.baseline_decay, normalize=False, init=-math.sqrt(self.failing_ratio), per_sample=True
             )
         else:
             reward, baseline = None, MovingAverageBaseline(self.baseline_decay, normalize=False)

@@ -54,7 +54,9 @@ def test_runs_within_budget_and_reproducible(name, cnn_env, bert_multi_env):
         assert first.placement.min() >= 0 and first.placement.max() < d
         assert np.isfinite(first.latency)
         assert first.evaluations == len(first.history) <= budget
-        assert first.evaluations == budget or first.extra["stopped_early"]  # only a policy that stopped exploring
+        assert (
+            first.evaluations == budget or first.extra["stopped_early"]
+        )  # only a policy that stopped exploring
         assert 0.0 <= first.extra["collapsed_fraction"] <= 1.0
         assert first.latency == pytest.approx(env.problem.evaluate(first.placement).latency)
         np.testing.assert_array_equal(first.placement, second.placement)
@@ -69,7 +71,9 @@ def test_matches_best_single_device_with_moderate_budget(name, bert_env):
     # On tiny_bert / cpu-dgpu a random placement is ~6x slower than the best single device (the CPU);
     # learning must at least recover it.
     # HSDAG's own reward counts single-device placements as failures; the problem's reward does not.
-    result = make_method(name, **({"reward": "env"} if name == "hsdag" else {})).place(bert_env, budget=200, seed=0)
+    result = make_method(name, **({"reward": "env"} if name == "hsdag" else {})).place(
+        bert_env, budget=200, seed=0
+    )
     assert result.latency <= bert_env.problem.baseline.latency * (1 + 1e-9)
     curve = result.extra["curve"]
     assert curve[-1]["mean_reward"] > curve[0]["mean_reward"]
@@ -172,8 +176,12 @@ def test_collapsed_updates_are_counted(cnn_env):
     same = np.zeros((4, problem.num_groups), dtype=np.int64)
     tracker = BudgetTracker(problem, 10)
     curve = reinforce(
-        tracker, 10, lambda k: SampleBatch(same[:k], weight.expand(k) * 1.0), torch.optim.SGD([weight], lr=0.1),
-        samples_per_update=4, max_idle_updates=3,
+        tracker,
+        10,
+        lambda k: SampleBatch(same[:k], weight.expand(k) * 1.0),
+        torch.optim.SGD([weight], lr=0.1),
+        samples_per_update=4,
+        max_idle_updates=3,
     )
     tracker.detach()
     assert collapsed_fraction(curve) == 1.0 and tracker.used == 1  # one placement, paid once
@@ -206,7 +214,9 @@ def test_learner_leaves_a_single_device_placement():
         return SampleBatch(actions.numpy(), logp.sum(-1), ent.sum(-1))
 
     tracker = BudgetTracker(problem, 400)
-    curve = reinforce(tracker, 400, sample, torch.optim.Adam(policy.parameters(), lr=0.05), samples_per_update=20)
+    curve = reinforce(
+        tracker, 400, sample, torch.optim.Adam(policy.parameters(), lr=0.05), samples_per_update=20
+    )
     tracker.detach()
     losses = [abs(p["loss"]) for p in curve]
     assert tracker.best_latency < problem.baseline.latency * (1 - 0.01)
@@ -233,7 +243,9 @@ def test_hsdag_options(cnn_env):
     with pytest.raises(PlacementGymError, match="inverse_runtime"):
         make_method("hsdag", reward="speed")
     result = make_method("hsdag", coarsen="hsdag", samples_per_update=5).place(cnn_env, budget=10, seed=0)
-    assert result.extra["groups_placed"] < cnn_env.num_groups and result.placement.shape == (cnn_env.num_groups,)
+    assert result.extra["groups_placed"] < cnn_env.num_groups and result.placement.shape == (
+        cnn_env.num_groups,
+    )
 
 
 def test_exploration_clips_and_stops_noise():
@@ -260,7 +272,9 @@ def test_grouper_group_embeddings():
     edges = torch.tensor([[0, 1], [1, 2]])  # 0 -> 1 -> 2
     emb = group_embeddings(x, edges, torch.tensor([[0, 0, 1]]), 2)[0]  # groups {0, 1}, {2}
     # row: [edges to g0, to g1, edges from g0, from g1, summed features] / (max + 1)
-    np.testing.assert_allclose(emb.numpy(), [[1, 1, 1, 0, 1, 2], [0, 0, 1, 0, 1, 1]] / np.array([[3.0], [2.0]]))
+    np.testing.assert_allclose(
+        emb.numpy(), [[1, 1, 1, 0, 1, 2], [0, 0, 1, 0, 1, 1]] / np.array([[3.0], [2.0]])
+    )
 
 
 def test_grouper_vote_and_default_groups():
@@ -278,7 +292,9 @@ def test_reinforce_stops_on_divergence(cnn_env):
     tracker = BudgetTracker(problem, 30)
 
     def sample(k: int) -> SampleBatch:
-        logits = torch.full((k, problem.num_groups, problem.num_devices), float("nan") if tracker.used else 0.0)
+        logits = torch.full(
+            (k, problem.num_groups, problem.num_devices), float("nan") if tracker.used else 0.0
+        )
         actions, logp, _ = sample_categorical(logits + weight, make_generator(tracker.used))
         return SampleBatch(actions.numpy(), logp.sum(-1))
 
