@@ -115,7 +115,7 @@ def targets_table(small: list[ResultRow], large: list[ResultRow], reference: lis
                     )
                     no_worse = med_l <= med * (1 + 1e-9)
                     large_cells = (
-                        f"{med_l * 1e3:.3f} | {score_l:.0%} | {coll_l:.0%} | {'yes' if no_worse else 'no'}"
+                        f"{med_l * 1e3:.3f} | {_pct(score_l)} | {coll_l:.0%} | {'yes' if no_worse else 'no'}"
                     )
                     if rnd_large:
                         large_cells += "" if med_l < rnd_large_med else " (random better)"
