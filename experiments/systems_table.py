@@ -31,13 +31,15 @@ SYSTEMS = ("hsdag", "rl_placement", "grouper_placer", "placeto")
 
 
 def load_rows(folders: list[Path]) -> list[ResultRow]:
-    """All rows of the ``results.jsonl`` of each folder (missing folders are skipped)."""
-    rows: list[ResultRow] = []
+    """The rows of the ``results.jsonl`` of each folder (missing folders are skipped); a cell (model,
+    platform, method, seed, budget...) found in several folders counts once, from the first."""
+    rows: dict[tuple, ResultRow] = {}
     for folder in folders:
         path = Path(folder) / "results.jsonl"
         if path.exists():
-            rows += ResultStore(path).rows()
-    return rows
+            for row in ResultStore(path).rows():
+                rows.setdefault(row.key, row)
+    return list(rows.values())
 
 
 #: Below this headroom (optimum's speedup over the best single device) the score is not reported: the

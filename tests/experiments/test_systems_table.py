@@ -52,3 +52,13 @@ def test_no_score_without_headroom():
     small = [_row("random_search", 0, 20.0), _row("hsdag", 0, 12.0, collapsed=0.0)]
     line = next(x for x in targets_table(small, [], reference).splitlines() if "| hsdag |" in x)
     assert "| n/a |" in line and "1.20x the best single device" in line
+
+
+def test_a_cell_in_two_folders_counts_once(tmp_path):
+    from experiments.runs import ResultStore
+    from experiments.systems_table import load_rows
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        ResultStore(tmp_path / name / "results.jsonl").append(_row("hsdag", 0, 6.0, collapsed=0.0))
+    assert len(load_rows([tmp_path / "a", tmp_path / "b", tmp_path / "missing"])) == 1
