@@ -2,9 +2,11 @@
 
 Latencies are aggregated over seeds as mean and standard deviation; speedups over CPU-only as the
 geometric mean (CompilerGym's leaderboard convention); the quality ratio is a method's mean latency over
-the MILP's latency on the same model (1.0 = as good as the solver's incumbent). Where the task has a
-reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the optimum)
-is the mean over seeds of each run's score.
+the MILP's latency on the same model (1.0 = as good as the solver's incumbent); "collapsed updates" is
+the mean over seeds of a learning system's share of policy updates whose samples were all identical or
+tied in reward (``extra["collapsed_fraction"]``, see :func:`agents.systems.common.reinforce`). Where the
+task has a reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the
+optimum) is the mean over seeds of each run's score.
 
     python -m experiments.report results/paper-sim                    # paper-style and quality tables
     python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
@@ -72,6 +74,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
         finite = lat[np.isfinite(lat)]
         ref = milp.get((platform, backend, model))
         mean = float(finite.mean()) if len(finite) else float("inf")
+        collapsed = [r.extra["collapsed_fraction"] for r in rs if "collapsed_fraction" in r.extra]
         out.append(
             dict(
                 platform=platform,
@@ -90,6 +93,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 groups=rs[0].groups,
                 coarsening=rs[0].coarsening,
                 budget=rs[0].budget,
+                collapsed=float(np.mean(collapsed)) if collapsed else float("nan"),
             )
         )
     return sorted(out, key=lambda d: (d["platform"], d["backend"], d["model"], d["latency_ms"]))
@@ -106,15 +110,16 @@ def markdown_table(summary: list[dict]) -> str:
             f"### {platform} ({backend})",
             "",
             "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | normalised score | "
-            "latency / MILP | evaluations | wall s |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "latency / MILP | evaluations | collapsed updates | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in items:
             vs = f"{s['vs_milp']:.3f}" if np.isfinite(s["vs_milp"]) else "-"
             score = f"{s['score']:.3f}" if np.isfinite(s["score"]) else "-"
+            collapsed = f"{s['collapsed']:.0%}" if np.isfinite(s["collapsed"]) else "-"
             lines.append(
                 f"| {s['model']} | {s['label']} | {s['seeds']} | {s['latency_ms']:.3f} ± {s['latency_std_ms']:.3f} | "
-                f"{s['speedup_vs_cpu']:.3f} | {score} | {vs} | {s['evaluations']} | {s['wall_s']:.1f} |"
+                f"{s['speedup_vs_cpu']:.3f} | {score} | {vs} | {s['evaluations']} | {collapsed} | {s['wall_s']:.1f} |"
             )
         lines.append("")
     return "\n".join(lines)

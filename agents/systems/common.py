@@ -5,9 +5,12 @@
 * :func:`seeded_module` and :func:`make_generator`: all randomness of a method comes from its ``seed``;
   nothing touches torch's global generator.
 * :func:`sample_categorical`: masked categorical sampling with log-probabilities and entropies.
-* :class:`SampleBatch`, :class:`MovingAverageBaseline`, :func:`reinforce`: the REINFORCE loop driven by
-  the evaluation budget. Every sampled placement is evaluated through the :class:`~agents.base.BudgetTracker`,
-  so the number of policy samples equals the number of evaluations spent.
+* :class:`SampleBatch`, :class:`MovingAverageBaseline`, :class:`DiscountedReturn`, :func:`reinforce`: the
+  REINFORCE loop driven by the evaluation budget. Sampled placements are evaluated through the
+  :class:`~agents.base.BudgetTracker` in one batch per update; on a deterministic problem a placement
+  already evaluated in the run is looked up, not paid for again, so the budget buys distinct placements.
+  Each update records whether it collapsed (all samples identical or their rewards tied); the fraction
+  of collapsed updates is part of every learning system's result.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -107,6 +111,10 @@ def torch_threads(num_threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+class DivergedError(ArithmeticError):
+    """A policy produced non-finite logits (its parameters or activations overflowed)."""
+
+
 def sample_categorical(
     logits: torch.Tensor,
     generator: torch.Generator,
@@ -123,7 +131,12 @@ def sample_categorical(
 
     Returns:
         ``(actions, log_prob, entropy)``, each of shape ``(...)``; ``actions`` is int64.
+
+    Raises:
+        DivergedError: If ``logits`` holds a NaN or an infinity.
     """
+    if not torch.isfinite(logits).all():
+        raise DivergedError("the policy's logits are not finite: training diverged")
     if mask is not None:
         logits = logits.masked_fill(~mask, -1e9)
     logp = torch.log_softmax(logits, dim=-1)
@@ -171,30 +184,96 @@ class SampleBatch:
         return float(loss.detach())
 
 
+def is_tied(rewards: np.ndarray, rtol: float = 1e-9) -> bool:
+    """True if the rewards of a batch are equal up to ``rtol`` of their magnitude: no learning signal."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    scale = float(np.abs(rewards).max()) if rewards.size else 0.0
+    return bool(rewards.size < 2 or np.ptp(rewards) <= rtol * max(scale, 1e-300))
+
+
 class MovingAverageBaseline:
-    """Exponential moving average of rewards (Mirhoseini et al. 2017); starts at the first batch's mean.
+    """Reward baseline of REINFORCE: a moving average, or the batch mean when advantages are normalised.
+
+    Without normalisation the advantage is ``r - b`` with ``b`` an exponential moving average of the batch
+    mean rewards (Mirhoseini et al. 2017; TensorFlow's controller starts ``b`` at the failing signal), so
+    a batch is judged against the recent past. With normalisation the advantage is
+    ``(r - mean(r)) / max(std(r), min_spread * |mean(r)|)``: the batch mean (not a lagging average) keeps
+    the advantages centred, the floor on the spread keeps near-ties from being blown up, and a tied batch
+    (all rewards equal) gets zero advantage. Either way the advantages are bounded by the rewards' scale.
 
     Args:
-        decay: Weight of the past, in ``[0, 1)``; 0 gives the batch-mean baseline.
-        normalize: Divide advantages by the batch's reward standard deviation (scale-free step sizes).
+        decay: Weight of the past, in ``[0, 1)`` (moving average only); 0 gives the batch mean.
+        normalize: Centre on the batch mean and divide by the (floored) spread.
+        init: Starting value of the moving average (``None``: the first batch's mean).
+        min_spread: Floor of the spread, relative to ``|mean(r)|`` (normalised advantages only).
+        per_sample: Move the average after every sample, in batch order, each sample judged against the
+            average before it (TensorFlow's controller, which updates after every sample); otherwise once
+            per batch, with its mean.
     """
 
-    def __init__(self, decay: float = 0.9, normalize: bool = True) -> None:
+    def __init__(
+        self,
+        decay: float = 0.9,
+        normalize: bool = True,
+        init: float | None = None,
+        min_spread: float = 1e-3,
+        per_sample: bool = False,
+    ) -> None:
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"baseline decay must lie in [0, 1), got {decay}")
-        self.decay, self.normalize = decay, normalize
-        self.value: float | None = None
+        if min_spread < 0:
+            raise ValueError(f"min_spread must be >= 0, got {min_spread}")
+        if per_sample and normalize:
+            raise ValueError("per_sample applies to the moving average (normalize=False)")
+        self.decay, self.normalize, self.min_spread, self.per_sample = (
+            decay,
+            normalize,
+            min_spread,
+            per_sample,
+        )
+        self.value: float | None = init
 
     def advantages(self, rewards: np.ndarray) -> np.ndarray:
-        """Advantages of a ``(k,)`` batch of rewards (before the baseline absorbs it)."""
+        """Advantages of a ``(k,)`` batch of rewards (before the moving average absorbs it)."""
         rewards = np.asarray(rewards, dtype=np.float64)
         mean = float(rewards.mean())
-        base = mean if self.value is None else self.value
-        adv = rewards - base
-        if self.normalize and len(rewards) > 1:
-            adv = adv / (float(rewards.std()) + 1e-8)
+        if self.normalize:
+            if is_tied(rewards):
+                adv = np.zeros_like(rewards)
+            else:
+                spread = max(float(rewards.std()), self.min_spread * abs(mean), 1e-12)
+                adv = (rewards - mean) / spread
+        elif self.per_sample:
+            adv = np.empty_like(rewards)
+            for i, r in enumerate(rewards):
+                base = r if self.value is None else self.value
+                adv[i] = r - base
+                self.value = self.decay * base + (1 - self.decay) * r
+            return adv
+        else:
+            adv = rewards - (mean if self.value is None else self.value)
         self.value = mean if self.value is None else self.decay * self.value + (1 - self.decay) * mean
         return adv
+
+
+class DiscountedReturn:
+    """HSDAG's weighting (Duan et al. 2024, released code): no baseline; every sample of an episode is
+    weighted by the episode's discounted return ``sum_t gamma**(K-1-t) * r_t`` (``r_t``: the ``t``-th
+    sample's reward, the last one undiscounted).
+
+    Args:
+        gamma: Discount rate (the released code: 0.95).
+    """
+
+    def __init__(self, gamma: float = 0.95) -> None:
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"discount rate must lie in [0, 1], got {gamma}")
+        self.gamma = gamma
+
+    def advantages(self, rewards: np.ndarray) -> np.ndarray:
+        rewards = np.asarray(rewards, dtype=np.float64)
+        weights = self.gamma ** np.arange(len(rewards))[::-1]
+        return np.full_like(rewards, float((weights * rewards).sum()))
 
 
 def budget_of(tracker: BudgetTracker, default: int) -> int:
@@ -205,61 +284,160 @@ def budget_of(tracker: BudgetTracker, default: int) -> int:
     return int(budget)
 
 
+Baseline = MovingAverageBaseline | DiscountedReturn
+
+
+class _KnownRewards:
+    """Rewards of placements already evaluated in this run, for deterministic problems.
+
+    A deterministic backend gives a placement the same latency every time, so re-evaluating a placement
+    the policy samples again would spend budget on nothing new: its reward is looked up instead, and the
+    budget pays for distinct placements only.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.latency: dict[bytes, float] = {}
+        self.reward: dict[bytes, float] = {}
+
+    def evaluate(
+        self, tracker: BudgetTracker, placements: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``(latency (k,), env reward (k,), evaluated mask (k,), new evaluations)`` of a ``(k, G)`` batch.
+
+        At most ``limit`` new placements are evaluated; rows holding later ones get mask False.
+        """
+        k = len(placements)
+        keys = [row.tobytes() for row in placements]
+        latency, reward = np.full(k, np.nan), np.full(k, np.nan)
+        unknown, seen = [], set()
+        for i, key in enumerate(keys):
+            if self.enabled and key in self.reward:
+                continue
+            if key not in seen and len(seen) == limit:
+                break  # the (limit + 1)-th new placement: this row and all later ones wait
+            seen.add(key)
+            unknown.append(i)
+        used = tracker.used
+        evaluations = tracker.evaluate_batch(placements[unknown]) if unknown else []
+        for i, e in zip(unknown, evaluations):
+            latency[i], reward[i] = e.latency, e.reward
+            if self.enabled:
+                self.latency[keys[i]], self.reward[keys[i]] = e.latency, e.reward
+        for i, key in enumerate(keys):
+            if self.enabled and np.isnan(reward[i]) and key in self.reward:
+                latency[i], reward[i] = self.latency[key], self.reward[key]
+        return latency, reward, ~np.isnan(reward), tracker.used - used
+
+
 def reinforce(
     tracker: BudgetTracker,
     budget: int,
     sample: Callable[[int], SampleBatch],
     optimizer: torch.optim.Optimizer,
     samples_per_update: int = 20,
-    reward: Callable[[float, float], float] | None = None,
-    baseline: MovingAverageBaseline | None = None,
+    reward: Callable[[np.ndarray, float, float], float] | None = None,
+    baseline: Baseline | None = None,
     entropy_coef: float = 0.0,
-    max_grad_norm: float = 1.0,
+    max_grad_norm: float | None = 1.0,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    reuse_known: bool | None = None,
+    max_idle_updates: int = 50,
 ) -> list[dict[str, float]]:
-    """REINFORCE until ``budget`` evaluations are spent: sample, evaluate each sample once, update.
+    """REINFORCE until ``budget`` evaluations are spent: sample, evaluate the new placements, update.
 
     Args:
-        tracker: Counts and evaluates placements (one evaluation per sampled placement).
+        tracker: Counts and evaluates placements.
         budget: Total evaluations this loop may reach (``tracker.used`` never exceeds it).
         sample: ``sample(k)`` draws ``k`` placements from the current policy.
         optimizer: Optimizer of the policy's parameters.
         samples_per_update: ``K``, placements per policy update (the last update may use fewer).
-        reward: ``reward(latency, env_reward) -> float`` to maximise; default: the env's reward.
-        baseline: Reward baseline (default: moving average with decay 0.9).
+        reward: ``reward(placement, latency, env_reward) -> float`` to maximise; default: the problem's
+            reward.
+        baseline: Turns a batch's rewards into advantages (default: batch-normalised, see
+            :class:`MovingAverageBaseline`).
         entropy_coef: Weight of the entropy bonus.
-        max_grad_norm: Gradient-norm clip.
+        max_grad_norm: Gradient-norm clip (``None``: no clipping).
+        scheduler: Learning-rate schedule, stepped once per update.
+        reuse_known: Look up the rewards of placements already evaluated in this run instead of spending
+            budget on them again (default: when the problem is deterministic).
+        max_idle_updates: Stop after this many consecutive updates that evaluate nothing new (a policy
+            that only samples known placements); the result then spends less than ``budget``.
+
+    A policy whose logits stop being finite ends the loop: the curve's last entry is then
+    ``{"update", "evaluations", "diverged": 1.0}``.
 
     Returns:
-        The training curve: one dict per update (``update``, ``evaluations``, ``mean_reward``,
-        ``max_reward``, ``best_latency``, ``loss``).
+        The training curve: one dict per update (``update``, ``evaluations``, ``new`` placements evaluated,
+        ``distinct`` placements in the batch, ``collapsed`` (1.0 if all samples were identical or their
+        rewards tied, so the update carried no comparison), ``mean_reward``, ``max_reward``,
+        ``best_latency``, ``loss``). :func:`collapsed_fraction` summarises it.
     """
     if samples_per_update < 1:
         raise ValueError(f"samples_per_update must be >= 1, got {samples_per_update}")
     baseline = baseline or MovingAverageBaseline()
+    known = _KnownRewards(tracker.problem.deterministic if reuse_known is None else reuse_known)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     curve: list[dict[str, float]] = []
-    while tracker.used < budget:
-        k = min(samples_per_update, budget - tracker.used)
-        batch = sample(k)
-        evaluations = tracker.evaluate_batch(batch.placements)  # one call: parallel on pooled backends
+    idle = 0
+    while tracker.used < budget and idle < max_idle_updates:
+        k = samples_per_update if known.enabled else min(samples_per_update, budget - tracker.used)
+        try:
+            batch = sample(k)
+        except DivergedError:
+            curve.append(dict(update=len(curve), evaluations=tracker.used, diverged=1.0))
+            break
+        latency, env_reward, ok, new = known.evaluate(tracker, batch.placements, budget - tracker.used)
+        idle = 0 if new else idle + 1
         rewards = np.array(
-            [e.reward if reward is None else reward(e.latency, e.reward) for e in evaluations], dtype=np.float64
+            [
+                r if reward is None else reward(p, lat, r)
+                for p, lat, r in zip(batch.placements[ok], latency[ok], env_reward[ok])
+            ],
+            dtype=np.float64,
         )
+        distinct = len(np.unique(batch.placements[ok], axis=0))
+        collapsed = distinct < 2 or is_tied(rewards)
         optimizer.zero_grad()
         loss = 0.0
-        if k > 1:  # a single sample carries no learning signal against its own batch
-            adv = torch.as_tensor(baseline.advantages(rewards), dtype=torch.float32)
-            loss = batch.backward(adv, entropy_coef)
-            nn.utils.clip_grad_norm_(params, max_grad_norm)
+        if len(rewards):
+            adv = np.zeros(k)
+            adv[ok] = baseline.advantages(rewards)
+            loss = batch.backward(torch.as_tensor(adv, dtype=torch.float32), entropy_coef)
+            if max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(params, max_grad_norm)
             optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         curve.append(
             dict(
                 update=len(curve),
                 evaluations=tracker.used,
-                mean_reward=float(rewards.mean()),
-                max_reward=float(rewards.max()),
+                new=new,
+                distinct=distinct,
+                collapsed=float(collapsed),
+                mean_reward=float(rewards.mean()) if len(rewards) else float("nan"),
+                max_reward=float(rewards.max()) if len(rewards) else float("nan"),
                 best_latency=tracker.best_latency,
                 loss=loss,
             )
         )
     return curve
+
+
+def collapsed_fraction(curve: list[dict[str, float]]) -> float:
+    """Share of the updates of a :func:`reinforce` curve that were collapsed (identical samples or tied
+    rewards); 0.0 for an empty curve."""
+    updates = [p["collapsed"] for p in curve if "collapsed" in p]
+    return float(np.mean(updates)) if updates else 0.0
+
+
+def training_extras(curve: list[dict[str, float]], tracker: BudgetTracker, budget: int) -> dict[str, Any]:
+    """The facts every learning system reports in ``PlacementResult.extra``."""
+    return {
+        "curve": curve,
+        "updates": sum("collapsed" in p for p in curve),
+        "collapsed_fraction": collapsed_fraction(curve),
+        "stopped_early": tracker.used < budget,
+        "diverged": bool(curve and curve[-1].get("diverged")),
+    }

@@ -2,30 +2,50 @@
 
 Paper: S. Duan, H. Ping, N. Kanakaris, X. Xiao, P. Kyriakis, N. K. Ahmed, P. Zhang, G. Ma, M. Capota,
 S. Nazarian, T. L. Willke, P. Bogdan. "A Structure-Aware Framework for Learning Device Placements on
-Computation Graphs." NeurIPS 2024.
+Computation Graphs." NeurIPS 2024. Released code: github.com/Esthesia/HSDAG (``main.py``, ``model.py``,
+``layer.py``, ``config.py``), which this module follows where paper and code differ.
 
-Pipeline on the env's (already coarsened) group graph:
+As in the released code, by default:
 
-1. node representations: two GCN layers over the undirected group graph;
-2. graph-parsing-network pooling: an MLP scores every edge from its endpoints' embeddings and the bytes it
-   carries; each edge is kept with probability ``sigmoid(score)``; the connected components of the kept
-   edges are the groups, so the number of groups is not fixed but learned with the policy;
-3. a placer: one GCN layer over the pooled (component) graph and an MLP giving each component a device
-   distribution; every node takes its component's device;
-4. REINFORCE on the joint log-probability of the keep decisions and the device choices, ``K`` placements
-   per update (default 20 x 25 updates = the paper's 500 evaluations), moving-average baseline.
+1. graph: the problem's groups (``coarsen="hsdag"`` first merges every group with exactly one
+   predecessor into its predecessor's group, HSDAG's co-location rule, and places those merged groups);
+2. features: each group's op-type mix (the mean one-hot op type of its ops, here over the project's
+   op-type categories) and the group's index;
+3. node representations: a two-layer input MLP and two GCN layers over the undirected graph (width 128,
+   dropout 0.2, active while sampling);
+4. graph-parsing pooling (GPN, Song et al. ICLR 2024): an MLP scores every edge from the product of its
+   endpoints' embeddings; every node keeps its dominant (highest-scoring) edge and the connected
+   components of the dominant edges are the clusters, so their number is not fixed; cluster embeddings
+   are a DeepSets sum of member embeddings gated by the cluster's edge score (which is how the scores
+   get gradients), then an output MLP;
+5. placer: an MLP (width 128) gives each cluster a device distribution; all members take its device;
+6. an episode is ``K = 20`` placements sampled one after another; between two steps each node's features
+   are updated by adding its cluster's embedding (the state update); each episode starts from the
+   initial features;
+7. REINFORCE without a baseline: all the episode's log-probabilities are weighted by its discounted
+   return (discount 0.95) of the rewards ``1 / runtime`` (seconds), where a single-device placement and
+   an infeasible one count as failures with runtime ``1e10``; Adam, learning rate 1e-3, no gradient
+   clipping; 25 episodes = the paper's 500 evaluations.
 
-Deviations from the paper / its public code:
+Deviations from the released code (the rest of the list above is as released):
 
-* Reward: the env's reward (default: speedup over the best single device minus 1; infeasible: -1) rather
-  than ``1 / runtime``; both are decreasing in latency, the env's is scale-free across graphs.
-* Graph construction and coarsening are the env's (fused layers by default), not HSDAG's own
-  single-successor merging; node features are the env's (op-type mix, FLOPs, bytes, degrees, topological
-  position; the released code also uses op-type mix plus an index).
-* Parsing: GPN (Song et al., ICLR 2024) keeps each node's dominant edge deterministically and trains the
-  scores through a gating of pooled features; here keep/contract decisions are Bernoulli samples trained
-  by the same policy gradient as the placer, and only one pooling level is used.
-* Advantages are divided by the batch's reward std; gradients are clipped; Adam.
+* The graph is the problem's coarse graph (fused layers by default; ``coarsening="ops"`` in the problem
+  gives HSDAG's op-level input), built by this project from the OpenVINO IR, and ``coarsen="hsdag"`` is
+  off by default so that HSDAG places the same groups as the other methods. The op-type one-hot is over
+  the project's 19 op-type categories, not one column per IR op type.
+* Parsing runs for ``levels`` levels (default 1); the released GPN repeats it as long as it contracts.
+  The cluster gate is the mean score of the cluster's dominant edges (GPN also multiplies by a link
+  count and keeps singleton clusters' input features), the pooled features come from the parsing GCN
+  (GPN pools the output of a second, one-layer GCN), the MLPs have no normalisation layers.
+* Single-device placements count as failures on any platform (the released code, written for CPU +
+  GPU, tests all-CPU and all-GPU).
+* Devices that cannot hold a group's weights and outputs are masked out (``problem.device_mask``); the
+  released code samples every device.
+* The loss is the mean over the episode's samples of ``-return * log_prob`` instead of the sum (a constant
+  factor ``K``, which Adam's step normalisation removes).
+* On a deterministic backend a placement sampled again is looked up rather than re-measured (the budget
+  counts distinct placements, see :func:`agents.systems.common.reinforce`).
+* ``reward="env"`` (the problem's speedup reward, infeasible -1) is an option, not the default.
 """
 
 from __future__ import annotations
@@ -43,106 +63,201 @@ from torch_geometric.nn import GCNConv
 from agents.base import BudgetTracker, PlacementMethod
 from agents.systems.common import (
     DEFAULT_BUDGET,
-    GraphTensors,
-    MovingAverageBaseline,
+    DiscountedReturn,
     SampleBatch,
     budget_of,
-    graph_tensors,
     make_generator,
     reinforce,
     sample_categorical,
     seeded_module,
     torch_threads,
+    training_extras,
 )
+from placement_gym.errors import UnknownNameError
+from placement_gym.features import NUM_CATEGORIES, OP_CATEGORIES
+from placement_gym.problem import PlacementProblem
+
+#: Runtime (seconds) the released code charges a single-device or failing placement.
+FAILURE_RUNTIME = 1e10
 
 
-def _undirected(edge_index: torch.Tensor) -> torch.Tensor:
-    """``(2, 2m)``: both directions of each edge."""
-    return torch.cat([edge_index, edge_index.flip(0)], dim=1)
+def hsdag_coarsening(num_nodes: int, edge_src: np.ndarray, edge_dst: np.ndarray) -> np.ndarray:
+    """HSDAG's co-location rule: every node with exactly one predecessor joins its predecessor's group.
+
+    Args:
+        num_nodes: ``n``; nodes are numbered in topological order.
+        edge_src, edge_dst: ``(m,)`` edges (parallel edges count once).
+
+    Returns:
+        ``(n,)`` int64 group of each node, groups numbered ``0..`` in order of first member.
+    """
+    pairs = (
+        np.unique(np.stack([edge_src, edge_dst], axis=1), axis=0) if len(edge_src) else np.zeros((0, 2), int)
+    )
+    indeg = np.bincount(pairs[:, 1], minlength=num_nodes)
+    pred = np.full(num_nodes, -1, dtype=np.int64)
+    single = indeg[pairs[:, 1]] == 1
+    pred[pairs[single, 1]] = pairs[single, 0]
+    label = np.empty(num_nodes, dtype=np.int64)
+    count = 0
+    for v in range(num_nodes):  # topological order: a predecessor is labelled before its successors
+        if pred[v] >= 0:
+            label[v] = label[pred[v]]
+        else:
+            label[v], count = count, count + 1
+    return label
 
 
-def components(num_nodes: int, edge_index: torch.Tensor, keep: np.ndarray) -> tuple[int, np.ndarray]:
-    """Connected components of the kept edges: ``(count, label of each node (n,) int64)``."""
-    src, dst = edge_index[:, keep].numpy()
-    adj = coo_matrix((np.ones(len(src)), (src, dst)), shape=(num_nodes, num_nodes))
+def _op_type_mix(problem: PlacementProblem, group_of_op: np.ndarray, num_groups: int) -> np.ndarray:
+    """``(n, NUM_CATEGORIES)`` mean one-hot op-type category of each group's ops."""
+    category = {op: i for i, ops in enumerate(OP_CATEGORIES) for op in ops}
+    cats = np.array(
+        [category.get(t, NUM_CATEGORIES - 1) for t in problem.coarse.ops.op_types], dtype=np.int64
+    )
+    counts = np.zeros((num_groups, NUM_CATEGORIES))
+    np.add.at(counts, (group_of_op, cats), 1.0)
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+class HSDAGGraph:
+    """The graph HSDAG places: nodes, undirected edges, features and the map back to the problem's groups.
+
+    Args:
+        problem: The placement problem.
+        coarsen: Apply HSDAG's co-location rule to the problem's groups first.
+    """
+
+    def __init__(self, problem: PlacementProblem, coarsen: bool) -> None:
+        q = problem.coarse.graph
+        g = problem.num_groups
+        self.group = hsdag_coarsening(g, q.edge_src, q.edge_dst) if coarsen else np.arange(g, dtype=np.int64)
+        n = int(self.group.max()) + 1
+        src, dst = self.group[q.edge_src], self.group[q.edge_dst]
+        cross = src != dst
+        pairs = np.unique(np.stack([src[cross], dst[cross]], axis=1), axis=0)
+        self.num_nodes = n
+        self.edge_index = torch.as_tensor(pairs.T.copy(), dtype=torch.long).reshape(2, -1)  # (2, m) directed
+        self.undirected = torch.cat([self.edge_index, self.edge_index.flip(0)], dim=1)  # (2, 2m)
+        mix = _op_type_mix(problem, self.group[np.asarray(problem.coarse.assignment)], n)
+        index = np.arange(n, dtype=np.float64)[:, None]  # the released code appends the raw group index
+        self.x = torch.as_tensor(np.hstack([mix, index]), dtype=torch.float32)  # (n, NUM_CATEGORIES + 1)
+        allowed = np.ones((n, problem.num_devices), dtype=bool)
+        np.logical_and.at(allowed, self.group, np.asarray(problem.device_mask))
+        allowed[~allowed.any(1)] = True
+        self.device_mask = torch.as_tensor(allowed)  # (n, D)
+
+
+def _mlp(sizes: list[int], dropout: float, act_final: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2 or act_final:
+            layers += [nn.ReLU(), nn.Dropout(dropout)]
+    return nn.Sequential(*layers)
+
+
+def dominant_edge_clusters(
+    num_nodes: int, undirected: torch.Tensor, score: torch.Tensor
+) -> tuple[int, np.ndarray]:
+    """GPN's parsing: each node keeps its highest-scoring incident edge; clusters are the components.
+
+    Args:
+        num_nodes: ``n``.
+        undirected: ``(2, 2m)`` both directions of every edge.
+        score: ``(2m,)`` score of each directed copy (equal for the two copies of an edge).
+
+    Returns:
+        ``(count, label (n,) int64)``.
+    """
+    src = undirected[0].numpy()
+    keep = np.zeros(len(src), dtype=bool)
+    if len(src):
+        order = np.lexsort((-score.detach().numpy(), src))  # by node, best score first
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = src[order][1:] != src[order][:-1]
+        keep[order[first]] = True
+    s, d = undirected[:, keep].numpy()
+    adj = coo_matrix((np.ones(len(s)), (s, d)), shape=(num_nodes, num_nodes))
     count, labels = connected_components(adj, directed=False)
     return int(count), labels.astype(np.int64)
 
 
 class HSDAGPolicy(nn.Module):
-    """GCN encoder, edge-scoring parser and component placer.
+    """Input MLP + GCN encoder, graph-parsing pooling, cluster placer (the released code's ``GPN`` + ``PPO``).
 
     Args:
-        in_dim: Node feature size ``F``.
+        in_dim: Node feature size ``F`` (also the size of cluster embeddings, added to the state).
         num_devices: ``D``.
-        hidden: Width ``H``.
-        keep_bias: Initial logit of keeping an edge (positive: start from larger groups).
+        hidden: Width (the released code: 128).
+        dropout: Dropout of the network (0.2).
+        levels: Parsing levels.
     """
 
-    def __init__(self, in_dim: int, num_devices: int, hidden: int = 64, keep_bias: float = 1.0) -> None:
+    def __init__(
+        self, in_dim: int, num_devices: int, hidden: int = 128, dropout: float = 0.2, levels: int = 1
+    ):
         super().__init__()
-        self.gcn1, self.gcn2 = GCNConv(in_dim, hidden), GCNConv(hidden, hidden)
-        self.edge_score = nn.Sequential(nn.Linear(2 * hidden + 1, hidden), nn.ReLU(), nn.Linear(hidden, 1))
-        nn.init.constant_(self.edge_score[2].bias, keep_bias)
-        self.group_gcn = GCNConv(hidden, hidden)
-        self.placer = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_devices))
+        self.levels = levels
+        self.input_trans = _mlp([in_dim, hidden, hidden], dropout)
+        self.gcn = nn.ModuleList([GCNConv(hidden, hidden), GCNConv(hidden, hidden)])
+        self.dropout = nn.Dropout(dropout)
+        self.edge_net = _mlp([hidden, hidden, 1], dropout, act_final=False)
+        self.deepsets_pre = _mlp([hidden, hidden], dropout)
+        self.deepsets_post = _mlp([hidden, hidden], dropout)
+        self.output_trans = _mlp([hidden, hidden, in_dim], dropout)
+        self.classifier = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_devices))
 
-    def embed(self, graph: GraphTensors) -> tuple[torch.Tensor, torch.Tensor]:
-        """Node embeddings ``(G, H)`` and edge keep probabilities ``(m,)``."""
-        und = _undirected(graph.edge_index)
-        h = torch.relu(self.gcn1(graph.x, und))
-        h = torch.relu(self.gcn2(h, und))
-        src, dst = graph.edge_index
-        logit = self.edge_score(torch.cat([h[src], h[dst], graph.edge_attr], dim=-1)).squeeze(-1)
-        return h, torch.sigmoid(logit)
+    def forward(self, x: torch.Tensor, undirected: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+        """Cluster embeddings ``(C, F)`` and each node's cluster ``(n,)``."""
+        n = x.shape[0]
+        h = self.input_trans(x)
+        labels = np.arange(n, dtype=np.int64)
+        edges = undirected
+        for _ in range(self.levels):
+            for conv in self.gcn:
+                h = self.dropout(torch.relu(conv(h, edges)))
+            score = torch.sigmoid(self.edge_net(h[edges[0]] * h[edges[1]])).squeeze(-1)  # (2m,)
+            count, lab = dominant_edge_clusters(h.shape[0], edges, score)
+            lab_t = torch.as_tensor(lab)
+            inside = lab_t[edges[0]] == lab_t[edges[1]]
+            gate_sum = torch.zeros(count).index_add(0, lab_t[edges[0][inside]], score[inside])
+            gate_cnt = torch.bincount(lab_t[edges[0][inside]], minlength=count).float()
+            gate = torch.where(gate_cnt > 0, gate_sum / gate_cnt.clamp(min=1), torch.ones(count))
+            pooled = torch.zeros(count, h.shape[1]).index_add(0, lab_t, self.deepsets_pre(h))
+            h = self.deepsets_post(pooled) * gate.unsqueeze(-1)  # (C, H)
+            labels = lab[labels]
+            src, dst = lab_t[edges[0]], lab_t[edges[1]]
+            edges = torch.unique(torch.stack([src[src != dst], dst[src != dst]]), dim=1)
+        return self.output_trans(h), labels
 
-    def place_groups(
-        self,
-        h: torch.Tensor,
-        graph: GraphTensors,
-        labels: np.ndarray,
-        count: int,
-        generator: torch.Generator,
-        greedy: bool = False,
-    ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
-        """Pool nodes into components and sample a device per component.
-
-        Args:
-            h: ``(G, H)`` node embeddings.
-            graph: The group graph.
-            labels: ``(G,)`` component of each node, ``0..count-1``.
-            count: Number of components ``C``.
-            generator: Sampling randomness.
-            greedy: Argmax devices.
-
-        Returns:
-            ``(placement (G,) int64, log_prob (), entropy ())``.
-        """
+    def act(
+        self, x: torch.Tensor, graph: HSDAGGraph, generator: torch.Generator, greedy: bool = False
+    ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
+        """One placement: ``(placement (n,), log_prob (), entropy (), cluster embeddings (C, F), labels (n,))``."""
+        clusters, labels = self(x, graph.undirected)
+        count = clusters.shape[0]
         lab = torch.as_tensor(labels)
-        sizes = torch.bincount(lab, minlength=count).clamp(min=1).unsqueeze(-1).float()
-        pooled = torch.zeros(count, h.shape[1]).index_add(0, lab, h) / sizes  # (C, H)
-        src, dst = lab[graph.edge_index[0]], lab[graph.edge_index[1]]
-        cross = src != dst
-        pairs = torch.unique(torch.stack([src[cross], dst[cross]]), dim=1)  # (2, m_C)
-        z = torch.relu(self.group_gcn(pooled, _undirected(pairs)))  # (C, H)
-        logits = self.placer(torch.cat([z, z.mean(0, keepdim=True).expand_as(z)], dim=-1))  # (C, D)
-        forbidden = torch.zeros(count, graph.num_devices).index_add(0, lab, (~graph.device_mask).float())
+        forbidden = torch.zeros(count, graph.device_mask.shape[1]).index_add(
+            0, lab, (~graph.device_mask).float()
+        )
         mask = forbidden == 0
         mask[~mask.any(-1)] = True
-        devices, logp, ent = sample_categorical(logits, generator, mask, greedy)
-        return devices.numpy()[labels].astype(np.int64), logp.sum(), ent.sum()
+        devices, logp, ent = sample_categorical(self.classifier(clusters), generator, mask, greedy)
+        return devices.numpy()[labels].astype(np.int64), logp.sum(), ent.sum(), clusters, labels
 
 
 class HSDAG(PlacementMethod):
-    """Duan et al. (2024): GCN + graph-parsing pooling + placer, trained end to end with REINFORCE.
+    """Duan et al. (2024) as released: GCN + graph-parsing pooling + placer, REINFORCE on 1/runtime.
 
     Args:
-        samples_per_update: Placements sampled (and evaluated) per update (the paper: 20 per episode).
-        hidden: GNN width.
-        lr: Adam learning rate.
-        baseline_decay: Moving-average baseline decay (0: batch mean).
-        entropy_coef: Entropy bonus weight.
-        keep_bias: Initial edge-keep logit.
+        samples_per_update: Placements per episode (= per update; the released code: 20).
+        hidden: Network width (128).
+        lr: Adam learning rate (1e-3).
+        dropout: Network dropout (0.2).
+        discount: Discount of the episode return (0.95).
+        levels: Graph-parsing levels.
+        reward: ``"inverse_runtime"`` (released: ``1 / runtime``, single-device placements fail) or ``"env"``.
+        coarsen: ``"none"`` (place the problem's groups) or ``"hsdag"`` (HSDAG's co-location merge first).
         default_budget: Evaluations when ``place`` gets ``budget=None`` (the paper: 500).
         num_threads: Torch intra-op threads while placing.
     """
@@ -152,57 +267,78 @@ class HSDAG(PlacementMethod):
     def __init__(
         self,
         samples_per_update: int = 20,
-        hidden: int = 64,
-        lr: float = 3e-3,
-        baseline_decay: float = 0.9,
-        entropy_coef: float = 0.0,
-        keep_bias: float = 1.0,
+        hidden: int = 128,
+        lr: float = 1e-3,
+        dropout: float = 0.2,
+        discount: float = 0.95,
+        levels: int = 1,
+        reward: str = "inverse_runtime",
+        coarsen: str = "none",
         default_budget: int = DEFAULT_BUDGET,
         num_threads: int = 1,
     ) -> None:
-        self.samples_per_update, self.hidden, self.lr = samples_per_update, hidden, lr
-        self.baseline_decay, self.entropy_coef, self.keep_bias = baseline_decay, entropy_coef, keep_bias
+        if reward not in ("inverse_runtime", "env"):
+            raise UnknownNameError("hsdag reward", reward, ["env", "inverse_runtime"])
+        if coarsen not in ("none", "hsdag"):
+            raise UnknownNameError("hsdag coarsen", coarsen, ["hsdag", "none"])
+        if levels < 1:
+            raise ValueError(f"levels must be >= 1, got {levels}")
+        self.samples_per_update, self.hidden, self.lr, self.dropout = samples_per_update, hidden, lr, dropout
+        self.discount, self.levels, self.reward, self.coarsen = discount, levels, reward, coarsen
         self.default_budget, self.num_threads = default_budget, num_threads
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         with torch_threads(self.num_threads):
-            return self._train(env, tracker, seed)
+            return self._train(tracker, seed)
 
-    def _train(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        graph = graph_tensors(tracker.problem)
+    def _train(self, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        graph = HSDAGGraph(tracker.problem, self.coarsen == "hsdag")
         policy = seeded_module(
-            lambda: HSDAGPolicy(graph.x.shape[1], graph.num_devices, self.hidden, self.keep_bias), seed
+            lambda: HSDAGPolicy(
+                graph.x.shape[1], graph.device_mask.shape[1], self.hidden, self.dropout, self.levels
+            ),
+            seed,
         )
+        policy.train()  # the released code samples with dropout active
         gen = make_generator(seed)
-        group_counts: list[float] = []
+        cluster_counts: list[float] = []
 
-        def sample(k: int) -> SampleBatch:
-            h, p = policy.embed(graph)
-            keep = torch.bernoulli(p.detach().expand(k, -1), generator=gen)  # (k, m)
-            keep_logp = (keep * torch.log(p + 1e-9) + (1 - keep) * torch.log(1 - p + 1e-9)).sum(-1)
-            keep_ent = -(p * torch.log(p + 1e-9) + (1 - p) * torch.log(1 - p + 1e-9)).sum()
+        def episode(k: int) -> SampleBatch:
+            x = graph.x
             placements, logps, ents, counts = [], [], [], []
-            for i in range(k):
-                count, labels = components(graph.num_nodes, graph.edge_index, keep[i].bool().numpy())
-                placement, logp, ent = policy.place_groups(h, graph, labels, count, gen)
-                placements.append(placement)
-                logps.append(logp)
-                ents.append(ent)
-                counts.append(count)
-            group_counts.append(float(np.mean(counts)))
-            return SampleBatch(
-                np.stack(placements), keep_logp + torch.stack(logps), keep_ent + torch.stack(ents)
-            )
+            with torch.random.fork_rng(devices=[]):  # dropout masks from the method's own generator
+                torch.manual_seed(int(torch.randint(2**62, (1,), generator=gen)))
+                for _ in range(k):
+                    placement, logp, ent, clusters, labels = policy.act(x, graph, gen)
+                    x = x + clusters.detach()[torch.as_tensor(labels)]  # the state update between steps
+                    placements.append(placement[graph.group])
+                    logps.append(logp)
+                    ents.append(ent)
+                    counts.append(clusters.shape[0])
+            cluster_counts.append(float(np.mean(counts)))
+            return SampleBatch(np.stack(placements), torch.stack(logps), torch.stack(ents))
 
+        def inverse_runtime(placement: np.ndarray, latency: float, env_reward: float) -> float:
+            failed = not np.isfinite(latency) or (placement == placement[0]).all()  # single device: a failure
+            return 1.0 / (FAILURE_RUNTIME if failed else latency)
+
+        budget = budget_of(tracker, self.default_budget)
         curve = reinforce(
             tracker,
-            budget_of(tracker, self.default_budget),
-            sample,
+            budget,
+            episode,
             torch.optim.Adam(policy.parameters(), lr=self.lr),
             self.samples_per_update,
-            baseline=MovingAverageBaseline(self.baseline_decay),
-            entropy_coef=self.entropy_coef,
+            reward=inverse_runtime if self.reward == "inverse_runtime" else None,
+            baseline=DiscountedReturn(self.discount),
+            max_grad_norm=None,
         )
-        for point, groups in zip(curve, group_counts):
-            point["mean_groups"] = groups
-        return {"curve": curve, "policy": policy}
+        for point, clusters in zip(curve, cluster_counts):
+            point["mean_clusters"] = clusters
+        return {
+            **training_extras(curve, tracker, budget),
+            "policy": policy,
+            "reward": self.reward,
+            "coarsen": self.coarsen,
+            "groups_placed": graph.num_nodes,
+        }
