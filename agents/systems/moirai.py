@@ -13,8 +13,8 @@ This reimplementation:
 * Coarsening is the env's: the ``fused`` level groups the ops OpenVINO's CPU runtime fuses into one
   executed layer (:mod:`placement_gym.fusion`), which is Moirai's "fuse first, then place". If the env
   uses another level, the MILP runs on that graph and ``extra["coarsening_note"]`` says so.
-* The MILP is :mod:`agents.baselines.milp`, solved with HiGHS instead of Gurobi. It differs from Moirai's
-  in one modelling choice: Moirai orders the groups on a device and the transfers on a link with
+* The MILP is :mod:`agents.baselines.milp`, solved with HiGHS instead of the released code's commercial
+  solver. It differs from Moirai's in one modelling choice: Moirai orders the groups on a device and the transfers on a link with
   disjunctive (ordering-binary) constraints, so it may choose any order; ours fixes the order to the
   simulator's priority order, because the simulator (whose latency is the benchmark's reward) runs
   groups and transfers in that order. This makes the MILP exact for the simulator and removes the
