@@ -240,18 +240,6 @@ def test_local_platform_uses_measured_profile(tiny_cnn: Benchmark) -> None:
     assert sim.evaluate([0] * sim.graph.num_groups).feasible
 
 
-def test_speed_bert_like(tiny_bert: Benchmark) -> None:
-    """Far above the real target on a small graph: catches an accidental Python-level loop."""
-    import time
-
-    sim = SimulatedBackend(tiny_bert, tiny_bert.coarsen("fused"), load_platform("cpu-dgpu"), cache_size=0)
-    batch = np.random.default_rng(1).integers(0, 2, size=(2000, sim.graph.num_groups))
-    sim.evaluate_batch(batch[:2])
-    t0 = time.perf_counter()
-    sim.evaluate_batch(batch)
-    assert 2000 / (time.perf_counter() - t0) > 5000
-
-
 def test_blocked_layout_edges_cost_more_across_a_boundary():
     """Edges carrying rank-4 activations are weighted by the link's blocked factor; others are not."""
     from dataclasses import replace
