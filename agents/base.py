@@ -122,12 +122,10 @@ class BudgetTracker:
         """
         batch = self.problem.validate_batch(placements)
         remaining = self.remaining
-        if remaining is not None:
+        if remaining is not None and len(batch) > remaining:  # fewer rows than the budget left: no cut
             _, first = np.unique(batch, axis=0, return_index=True)
             if len(first) > remaining:
-                cut = int(
-                    np.sort(first)[remaining]
-                )  # the first row holding the (remaining + 1)-th new placement
+                cut = int(np.sort(first)[remaining])  # the first row holding the (remaining + 1)-th new placement
                 batch = batch[:cut]
         return self.problem.evaluate_batch(batch) if len(batch) else []
 
