@@ -70,3 +70,8 @@ class RecordError(PlacementGymError, ValueError):
 
 class UntrustedFileError(PlacementGymError):
     """A file could run code when loaded (a pickle) and was not marked as trusted."""
+
+
+class ProfileWarning(UserWarning):
+    """A stored per-layer profile disagrees with a fresh measurement of the same model (rerun
+    ``placement-gym calibrate``)."""

@@ -61,6 +61,8 @@ class LatencyResult:
         reason: Why the placement is infeasible ("" when feasible).
         cached: True if the result came from the backend's cache without a new evaluation.
         samples: Number of timed runs behind ``latency`` (0 for a simulator).
+        ci: Half-width of the 95% confidence interval of ``latency`` in seconds (0 for a simulator).
+        host_load: The host's 1-minute load average when the measurement ended (None for a simulator).
     """
 
     latency: float
@@ -69,6 +71,8 @@ class LatencyResult:
     reason: str = ""
     cached: bool = False
     samples: int = 0
+    ci: float = 0.0
+    host_load: float | None = None
 
     @classmethod
     def infeasible(cls, reason: str) -> LatencyResult:

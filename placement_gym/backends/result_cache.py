@@ -50,6 +50,8 @@ class _ResultLine(BaseModel):
     feasible: bool
     reason: str
     samples: int = Field(ge=0)
+    ci: float = Field(0.0, ge=0, allow_inf_nan=False)
+    host_load: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 def check_cache_path(path: str | os.PathLike | None) -> None:
@@ -227,5 +229,7 @@ class ResultCache:
             reason=line.reason,
             cached=True,
             samples=line.samples,
+            ci=line.ci,
+            host_load=line.host_load,
         )
         return placement, result

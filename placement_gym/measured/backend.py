@@ -8,9 +8,15 @@ Two executors run a placement (see their modules for what each can and cannot me
   (HSDAG's way). It runs devices one after another and cannot tell apart virtual devices on one
   physical device.
 
-Timing follows :mod:`placement_gym.measured.timing` (warm-up, repeats, median, IQR, time budget). The
-warm-up runs are made only when the placement uses a compiled model that has not run before: once every
-compiled segment has run, its memory is allocated and further warm-up would only re-measure.
+Timing follows :mod:`placement_gym.measured.timing`: warm-up, then timed runs until the 95% confidence
+interval of the median is within ``rel_ci`` (default +-2%) of it, at least ``repeats`` and at most
+``max_repeats`` runs within ``time_budget`` seconds. The warm-up runs are made only when the placement uses
+a compiled model that has not run before: once every compiled segment has run, its memory is allocated and
+further warm-up would only re-measure. With ``reference="host"`` every evaluation interleaves runs of the
+all-on-host placement with the candidate's and reports the median ratio times the reference's latency,
+measured once when first needed (:attr:`MeasuredBackend.reference_level`): drift of the machine's speed
+between evaluations cancels. Each result carries the half-width of its confidence interval (``ci``) and the
+host's load average (``host_load``).
 
 Results are cached per placement (:mod:`placement_gym.backends.result_cache`). Compile failures are
 cached as infeasible (they recur); runtime errors, timeouts and non-finite timings are returned as
@@ -21,17 +27,18 @@ Example:
     >>> from placement_gym.platforms import load_platform
     >>> bench = load_benchmark("tiny_cnn")
     >>> graph = bench.coarsen("fused")
-    >>> backend = MeasuredBackend(bench, graph, load_platform("local"), repeats=3)
+    >>> backend = MeasuredBackend(bench, graph, load_platform("local"), repeats=5, max_repeats=30)
     >>> result = backend.evaluate([0] * graph.num_groups)
-    >>> result.feasible, result.samples, backend.evaluate([0] * graph.num_groups).cached
-    (True, 3, True)
+    >>> result.feasible, 5 <= result.samples <= 30, backend.evaluate([0] * graph.num_groups).cached
+    (True, True, True)
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from numbers import Real
 from typing import Any
 
@@ -51,6 +58,8 @@ from placement_gym.platforms import Platform
 from placement_gym.zoo.loading import core, random_inputs
 
 EXECUTORS = ("partitioned", "hetero")
+#: Reference placements for drift correction: none, or everything on the platform's host device.
+REFERENCES = (None, "host")
 
 
 class MeasuredBackend(LatencyBackend):
@@ -63,7 +72,13 @@ class MeasuredBackend(LatencyBackend):
         platform: The devices, each with its OpenVINO device string and compile properties.
         executor: ``"partitioned"`` or ``"hetero"``.
         warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
-        repeats: Timed runs per evaluation (fewer if the time budget runs out; at least one).
+        repeats: Timed runs per evaluation: the minimum with ``rel_ci``, the exact count without it (fewer
+            if the time budget runs out; at least one).
+        max_repeats: Most timed runs per evaluation with ``rel_ci`` (raised to ``repeats`` if lower).
+        rel_ci: Target half-width of the 95% confidence interval of the median, relative to it; None
+            makes exactly ``repeats`` runs.
+        reference: ``"host"`` to correct drift against the all-on-host placement (see the module
+            docstring; doubles the timed runs), or None.
         time_budget: Seconds per evaluation (warm-up and timed runs, not compilation) after which no
             further timed run starts.
         cache_size: Results kept in memory (LRU); 0 disables the result cache.
@@ -92,6 +107,9 @@ class MeasuredBackend(LatencyBackend):
         executor: str = "partitioned",
         warmup: int = 2,
         repeats: int = 5,
+        max_repeats: int = 30,
+        rel_ci: float | None = 0.02,
+        reference: str | None = None,
         time_budget: float = 10.0,
         cache_size: int = 4096,
         cache_path: str | None = None,
@@ -104,6 +122,13 @@ class MeasuredBackend(LatencyBackend):
             raise UnknownNameError("executor", executor, EXECUTORS)
         _check_int("warmup", warmup, 0)
         _check_int("repeats", repeats, 1)
+        _check_int("max_repeats", max_repeats, 1)
+        if rel_ci is not None and (
+            isinstance(rel_ci, bool) or not isinstance(rel_ci, Real) or not 0 < rel_ci < 1
+        ):
+            raise BackendError(f"rel_ci must be a fraction in (0, 1) or None, got {rel_ci!r}")
+        if reference not in REFERENCES:
+            raise UnknownNameError("reference", str(reference), [str(r) for r in REFERENCES])
         _check_int("cache_size", cache_size, 0)
         _check_int("seed", seed, 0)
         if max_compiled_ops is not None:
@@ -112,6 +137,12 @@ class MeasuredBackend(LatencyBackend):
         _check_seconds("run_timeout", run_timeout)
         check_cache_path(cache_path)  # before the expensive work below
         self.warmup, self.repeats, self.time_budget, self.seed = warmup, repeats, float(time_budget), seed
+        self.max_repeats = max(max_repeats, repeats)
+        self.rel_ci = None if rel_ci is None else float(rel_ci)
+        self.reference = reference
+        #: Latency of the reference placement (seconds), measured when first needed; None without one.
+        self.reference_level: float | None = None
+        self._reference_plan: Any = None
         self.core = core()
         available = list(self.core.available_devices)
         self._missing = {
@@ -162,6 +193,10 @@ class MeasuredBackend(LatencyBackend):
             "executor": executor,
             "warmup": self.warmup,
             "repeats": self.repeats,
+            "max_repeats": self.max_repeats,
+            "rel_ci": self.rel_ci,
+            "estimator": "median",
+            "reference": self.reference,
             "time_budget": self.time_budget,
             "seed": self.seed,
             "openvino": ov.get_version(),
@@ -197,20 +232,53 @@ class MeasuredBackend(LatencyBackend):
             return LatencyResult.infeasible(f"preparing the placement failed: {first_line(exc)}"), False
         warmup = 0 if self.executor.is_warm(plan) else self.warmup
         try:
+            reference = self._reference_run()
             timing = measure(
                 lambda: self.executor.run(plan),
                 warmup=warmup,
                 repeats=self.repeats,
+                max_repeats=self.max_repeats,
+                rel_ci=self.rel_ci,
                 time_budget=self.time_budget,
+                reference=reference,
+                reference_level=self.reference_level,
             )
         except ExecutionFailure as exc:
             return LatencyResult.infeasible(exc.reason), False
         except Exception as exc:
             return LatencyResult.infeasible(f"running the placement failed: {first_line(exc)}"), False
-        if not timing.finite or not np.isfinite(timing.median):
+        if not timing.finite or not np.isfinite(timing.estimate):
             return LatencyResult.infeasible(f"non-finite run time among {timing.times}"), False
         self.last_timing = timing
-        return LatencyResult(latency=timing.median, spread=timing.iqr, samples=timing.samples), True
+        result = LatencyResult(
+            latency=timing.estimate,
+            spread=timing.iqr,
+            samples=timing.samples,
+            ci=timing.ci_half_width,
+            host_load=os.getloadavg()[0],
+        )
+        return result, True
+
+    def _reference_run(self) -> Callable[[], float] | None:
+        """One run of the reference placement, its plan compiled and its level measured on first use.
+
+        Raises:
+            ExecutionFailure: If the reference itself cannot run (then no placement can be corrected).
+        """
+        if self.reference is None:
+            return None
+        if self._reference_plan is None:
+            host = np.full(self.graph.num_groups, self.platform.host, dtype=np.int64)
+            self._reference_plan = self.executor.prepare(self.graph.expand(host))
+            level = measure(
+                lambda: self.executor.run(self._reference_plan),
+                warmup=self.warmup,
+                repeats=self.max_repeats,
+                time_budget=self.time_budget * 3,
+            )
+            self.reference_level = level.median
+        plan = self._reference_plan
+        return lambda: self.executor.run(plan)
 
     def infer(self, placement: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Run ``placement`` once and return the model outputs (to check it computes the right thing).
