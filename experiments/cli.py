@@ -6,6 +6,7 @@ Subcommands:
     show     render a saved placement (text table and PNG)
     place    place a model with a saved policy (zero-shot or fine-tuned)
     graphs   node/edge counts of the benchmark graphs at every coarsening level
+    calibrate  redo the validated per-layer profiles of the local platform's devices
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
 exits with status 2; ``--debug`` shows the traceback instead.
@@ -36,7 +37,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import bench, place, show, train
+    from experiments import bench, calibrate, place, show, train
 
     parser = argparse.ArgumentParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
@@ -45,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of any error"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in (("bench", bench), ("train", train), ("show", show), ("place", place)):
+    for name, module in (
+        ("bench", bench),
+        ("train", train),
+        ("show", show),
+        ("place", place),
+        ("calibrate", calibrate),
+    ):
         doc = module.__doc__.splitlines()[0]
         module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
     graphs = sub.add_parser(
@@ -59,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from experiments import bench, place, show, train
+    from experiments import bench, calibrate, place, show, train
 
     if args.command == "graphs":
         from experiments.graph_table import graph_table
@@ -67,7 +74,7 @@ def _run(args: argparse.Namespace) -> None:
 
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
-        {"bench": bench, "train": train, "show": show, "place": place}[args.command].run_from_args(args)
+        {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}[args.command].run_from_args(args)
 
 
 def _show_notes() -> None:

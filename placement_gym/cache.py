@@ -6,7 +6,9 @@ a temporary directory next to its final place and renamed into place only when c
 lock, so a reader never sees a half-written entry and two writers never build the same entry twice.
 Temporary directories left by a writer that was killed are removed by the next writer of that entry
 (under the same lock). An entry whose files no longer match ``meta.json`` (a changed byte anywhere, of
-any file size) is reported as corrupt and, for entries the cache can rebuild, rebuilt.
+any file size) is reported as corrupt and, for entries the cache can rebuild, rebuilt. A caller may also
+declare an intact entry stale (``accept``: a profile taken on another machine) or ask for a new one
+(``force``); it is replaced the same way.
 
 Reading verifies every file's hash; a file already verified by this process and unchanged since
 (same size, inode and modification time) is not hashed again, so a process pays for hashing BERT's
@@ -142,6 +144,8 @@ def cached_entry(
     root: Path | None = None,
     rebuild_corrupt: bool = True,
     defer: tuple[str, ...] = (),
+    accept: Callable[[Path, dict[str, Any]], bool] | None = None,
+    force: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Return the directory of entry ``kind/key``, creating it with ``write`` if needed.
 
@@ -152,6 +156,9 @@ def cached_entry(
         root: Cache root; default :func:`cache_root`.
         rebuild_corrupt: Rebuild a corrupt entry instead of raising.
         defer: Files of an existing entry whose content hash is checked later (see :func:`verify_entry`).
+        accept: Called with an intact existing entry's directory and metadata; False makes it stale, and it
+            is replaced (atomically, under the lock) by a new one, as a corrupt entry is.
+        force: Replace the entry even if it is intact and accepted.
 
     Returns:
         ``(directory, metadata)``; the metadata has the ``write`` result plus ``files``.
@@ -165,9 +172,11 @@ def cached_entry(
     final = base / key
     lock = base / f".{key}.lock"
     _check_layout(root, base, final, lock)
-    if final.is_dir():  # fast path without the lock: complete entries never change in place
+    if final.is_dir() and not force:  # fast path without the lock: complete entries never change in place
         try:
-            return final, verify_entry(final, defer)
+            meta = verify_entry(final, defer)
+            if accept is None or accept(final, meta):
+                return final, meta
         except CorruptModelError:
             if not rebuild_corrupt:
                 raise
@@ -178,7 +187,7 @@ def cached_entry(
     except OSError as exc:  # a race made a path a file, or no permission: say so before any work
         raise CacheError(f"cannot use the cache at {base}: {exc}") from exc
     try:
-        return _build(base, final, key, write, rebuild_corrupt, defer)
+        return _build(base, final, key, write, rebuild_corrupt, defer, accept, force)
     finally:
         file_lock.release()
 
@@ -190,15 +199,24 @@ def _build(
     write: Callable[[Path], dict[str, Any]],
     rebuild_corrupt: bool,
     defer: tuple[str, ...],
+    accept: Callable[[Path, dict[str, Any]], bool] | None = None,
+    force: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """The locked part of :func:`cached_entry`: recheck, clean up, build and rename into place."""
     _remove_stale(base, key)
     if final.is_dir():
-        try:
-            return final, verify_entry(final, defer)
-        except CorruptModelError:
-            if not rebuild_corrupt:
-                raise
+        replace = force
+        if not force:
+            try:
+                meta = verify_entry(final, defer)
+                if accept is None or accept(final, meta):
+                    return final, meta
+                replace = True  # stale
+            except CorruptModelError:
+                if not rebuild_corrupt:
+                    raise
+                replace = True
+        if replace:
             trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))
             os.replace(final, trash / "entry")
             shutil.rmtree(trash, ignore_errors=True)

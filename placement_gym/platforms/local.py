@@ -70,6 +70,21 @@ def _cpu_info() -> tuple[str, float, set[str]]:
     return name, ghz, flags
 
 
+#: CPU flags that change what OpenVINO's CPU plugin runs (kernels, precisions); part of a machine's identity.
+ISA_FLAGS = (
+    "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+    "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+)  # fmt: skip
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """What a measurement on this machine depends on: CPU model, logical cores and the ISA flags of
+    :data:`ISA_FLAGS` it has. (Not the cores this process may use: a 1-thread profile taken under
+    ``taskset`` is the same profile.)"""
+    name, _, flags = _cpu_info()
+    return {"cpu": name, "cores": os.cpu_count() or 1, "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
 def _core_peak_flops(ghz: float, flags: set[str]) -> dict[str, float]:
     """Peak FLOP/s of one core: 2 FMA units x f32 lanes x 2 FLOP x clock (bf16 doubles with avx512_bf16)."""
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4

@@ -37,7 +37,7 @@ def test_profiled_times_split_over_exactly_the_fused_groups(tiny_bert):
     """On the CPU, every runtime layer's time goes to the ops of one ``fused`` group, and every op of the
     group takes its time from that layer only."""
     device = load_platform("local").devices[0]
-    _, layers, _ = measure_layer_times(tiny_bert.model, device, warmup=0, runs=1)
+    layers = measure_layer_times(tiny_bert.model, device, warmup=0, runs=1).layers
     names = set(tiny_bert.ops.names)
     assert [[n for n in o if n in names] for _, o, _ in layers] == [
         [n for n in layer if n in names] for layer in tiny_bert.fused_layers

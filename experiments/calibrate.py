@@ -1,0 +1,76 @@
+"""Redo the per-layer profiles of the local platform's devices (validated; see placement_gym.measured.profiling).
+
+For each model and each distinct device configuration of the ``local`` platform (its two virtual CPUs
+share one), the model is profiled afresh (``PERCENTILE`` of 15 runs per layer), the per-op sum is checked
+against the whole-model time of the same compiled model, and the profile is stored with the machine's
+fingerprint, the OpenVINO version and the host load. The table says what validation did (``ok``,
+``reprofiled`` or ``rescaled`` with its factor). Profile on a quiet machine: the load is printed so a busy
+one shows.
+
+Example:
+    placement-gym calibrate --model resnet50 bert inception_v3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+
+def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]]:
+    """Re-profile every model in ``models`` on each distinct device of ``platform``.
+
+    Returns:
+        One record per (model, device): the stored profile record plus ``model`` and ``device``.
+
+    Raises:
+        UnknownNameError: For an unknown model or platform.
+        BackendError: If a device cannot run a model.
+    """
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.measured.profiling import profile_record
+    from placement_gym.platforms import load_platform
+
+    plat = load_platform(platform)
+    rows = []
+    for name in models:
+        bench = load_benchmark(name)
+        seen: set[str] = set()
+        for device in plat.devices:
+            config = json.dumps([device.ov_device, device.compile_config()], sort_keys=True, default=str)
+            if config in seen:  # same compiled model, same profile
+                continue
+            seen.add(config)
+            _, record, _ = profile_record(bench, device, force=True)
+            rows.append({**record, "model": name, "device": device.name})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of calibration records."""
+    lines = [
+        "| model | device | per-op sum (ms) | whole model (ms) | sum / whole | action | factor | load before / after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['device']} | {r['layer_sum'] * 1e3:.3f} | {r['whole'] * 1e3:.3f} | "
+            f"{r['ratio']:.3f} | {r['action']} | {r['factor']:.3f} | {r['load_before']:.2f} / {r['load_after']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", nargs="+", default=None, help="zoo models (default: the benchmark models)"
+    )
+    parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    from placement_gym.zoo import BENCHMARK_MODELS
+
+    print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+    print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
