@@ -107,9 +107,12 @@ class DevicePlacementEnv(gym.Env):
     infeasible), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
     normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device,
     1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
-    seconds and timed runs; 0 for the simulator), ``placement`` (the ``(G,)`` placement evaluated, unplaced
-    groups on the host) and, for nondeterministic (measured) backends only, ``cached`` (answered from the
-    result cache), so that a simulated env's info is a function of seed and actions alone.
+    seconds and timed runs; 0 for the simulator), ``latency_ci_ms`` and ``latency_rel_ci`` (half-width of the
+    95% confidence interval of ``latency``, in ms and relative to it; 0 for the simulator and for
+    infeasible placements), ``placement`` (the ``(G,)`` placement evaluated, unplaced groups on the host)
+    and, for nondeterministic (measured) backends only, ``cached`` (answered from the result cache) and
+    ``host_load`` (the 1-minute load average when it was measured, ``None`` if unknown), so that a
+    simulated env's info is a function of seed and actions alone.
 
     ## Starting State
 
@@ -162,6 +165,9 @@ class DevicePlacementEnv(gym.Env):
       is one runtime layer; ``bert``'s fused graph has 206 groups instead of 267 (``inception_v3`` and
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
       ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
+      Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``, and the measured
+      backend now repeats runs until the median's 95% interval is within +-2% (5 to 30 runs) instead of a
+      fixed 5 (``backend_kwargs={"rel_ci": None}`` restores the old protocol).
     * v1 (``DevicePlacementSim-<model>-v1``): platform ``cpu-dgpu`` recalibrated against HSDAG's published
       speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
@@ -320,6 +326,8 @@ class DevicePlacementEnv(gym.Env):
             reason=res.reason,
             spread=res.spread,
             samples=res.samples,
+            latency_ci_ms=1e3 * res.ci if res.feasible else 0.0,
+            latency_rel_ci=res.ci / res.latency if res.feasible and res.latency > 0 else 0.0,
             placement=self.placement.copy(),
         )
         score = problem.score(res.latency)
@@ -329,6 +337,7 @@ class DevicePlacementEnv(gym.Env):
             # A deterministic backend's info must depend on (seed, actions) only (Gymnasium's determinism
             # check); whether its answer came from a cache does not change it. See problem.stats().
             info["cached"] = res.cached
+            info["host_load"] = res.host_load
         return info
 
     # ------------------------------------------------------------------ Gymnasium API

@@ -88,7 +88,7 @@ def two_cpus():
 
 def test_single_segment_measurement_still_runs(tiny_cnn, two_cpus) -> None:
     graph = tiny_cnn.coarsen("fused")
-    backend = MeasuredBackend(tiny_cnn, graph, two_cpus, warmup=0, repeats=2, run_timeout=30)
+    backend = MeasuredBackend(tiny_cnn, graph, two_cpus, warmup=0, repeats=2, rel_ci=None, run_timeout=30)
     result = backend.evaluate(np.zeros(graph.num_groups, np.int64))
     assert result.feasible and result.samples == 2 and 0 < result.latency < 30
 

@@ -138,7 +138,7 @@ def test_partitioned_computes_the_unpartitioned_outputs(model, level, platform):
 def test_hetero_computes_the_unpartitioned_outputs(model, platform):
     bench = load_benchmark(model)
     graph = bench.coarsen("fused")
-    backend = MeasuredBackend(bench, graph, platform, executor="hetero", repeats=2)
+    backend = MeasuredBackend(bench, graph, platform, executor="hetero", repeats=2, rel_ci=None)
     _assert_same_outputs(backend, _random_placements(graph, 2, seed=2), _reference(bench))
     # both virtual devices are the physical CPU: HETERO sees one placement and compiles once
     assert backend.executor.device_string == "HETERO:CPU"
@@ -186,7 +186,7 @@ def test_measure_stops_at_the_time_budget():
 
 def test_evaluate_measures_then_caches(tiny_cnn, platform):
     graph = tiny_cnn.coarsen("fused")
-    backend = MeasuredBackend(tiny_cnn, graph, platform, repeats=4)
+    backend = MeasuredBackend(tiny_cnn, graph, platform, repeats=4, rel_ci=None)
     placement = _random_placements(graph, 1, seed=5)[-1]
     first = backend.evaluate(placement)
     assert first.feasible and not first.cached and first.reason == ""
@@ -325,7 +325,7 @@ class _FailingRequest:
 
 def test_a_failing_segment_leaves_the_executor_usable(tiny_bert, platform):
     graph = tiny_bert.coarsen("k", k=6)
-    backend = MeasuredBackend(tiny_bert, graph, platform, repeats=2)
+    backend = MeasuredBackend(tiny_bert, graph, platform, repeats=2, rel_ci=None)
     placement = np.array([0, 1] * 3)[: graph.num_groups]
     plan = backend.executor.prepare(graph.expand(placement))
     assert len(plan.parts) > 1
