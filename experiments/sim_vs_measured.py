@@ -1,30 +1,52 @@
-"""How well does the simulator rank placements? Simulated vs measured latency on the ``local`` platform.
+"""The simulator's acceptance test: simulated vs measured latency on the ``local`` platform, with the noise
+ceiling of the measurements themselves.
 
-For each model, ``--count`` placements of its fused coarse graph are measured with the measured backend
-(partitioned executor) and simulated with the simulated backend (measured per-layer profiles of the same
-devices). The placements mix three kinds, so the set spans a wide range of latencies:
+For each model, placements of its fused coarse graph are measured with the measured backend (partitioned
+executor, adaptive protocol: runs until the median's 95% interval is within ``--rel-ci``, drift-corrected
+against the all-on-host placement with ``--reference host``) and simulated with the simulated backend
+(validated per-layer profiles of the same devices). Three kinds of placement:
 
-* ``iid``: every group independently on ``cpu1`` with probability ``p ~ U(0, 1)``;
-* ``blocks``: the groups, in topological order, cut into 2-8 contiguous blocks alternating devices;
-* ``single``: everything on one device (both devices, once each).
+* ``single``: everything on one device (each device once);
+* ``iid``: every group independently on ``cpu1`` with probability ``p ~ U(0, 1)`` (``--count`` of them);
+* ``blocks``: the groups, in topological order, cut into 2-8 contiguous blocks alternating devices
+  (``--count``; close latencies, the hardest to rank).
 
-With ``--replicates 2`` (default) every placement is measured in two passes; the Spearman and MAPE between
-the passes show how far measurement noise alone limits any simulator on this machine.
+Every placement is measured ``--replicates`` times (default 2). By default a replicate is a full pass
+over all placements, minutes apart; ``--chunk K`` measures the replicates of K placements before moving on
+(each placement compiled once: faster, but replicates only seconds apart; the report gives the median
+separation). Reported per model and kind:
 
-Reported: Spearman rank correlation (``scipy.stats.spearmanr``) and mean absolute percentage error (MAPE)
-of simulated against measured latency, overall and per kind. Results go to
-``<out>.json`` (replayable rows: placement, both latencies, versions) and ``<out>.md``.
+* simulator vs measured: Spearman rank correlation and MAPE (measured = median over replicates);
+* self-agreement: Spearman and MAPE between replicates 1 and 2 (overall and on ``blocks``), for the
+  drift-corrected estimate and for the raw median of the same runs (the data on whether drift correction
+  helps);
+* the noise ceiling: with replicate agreement ``r``, the mean of two replicates has reliability
+  ``2r / (1 + r)`` (Spearman-Brown), so no simulator can correlate with it beyond ``sqrt(2r / (1 + r))``;
+  the MAPE a perfect simulator would still show is about half the mean relative gap between replicates;
+* host load before and after each model, wall time, the profiles' validation records and any
+  :class:`~placement_gym.errors.ProfileWarning`.
+
+Targets (issue #13): self-agreement >= 0.95 overall and >= 0.85 on blocks; simulator vs measured Spearman
+>= 0.9 and MAPE <= 10% on every model.
+
+``--runs N`` repeats the whole comparison N times (``--gap`` seconds apart) and compares them;
+``--compare A.json B.json ...`` compares runs made earlier (agree: Spearman within 0.03, MAPE within 3
+points). Results: ``<out>.json`` (replayable rows: placement, every replicate, CI, load, versions) and
+``<out>.md``.
 
 Example:
-    PLACEMENT_GYM_CACHE=/tmp/pgcache python -m experiments.sim_vs_measured --models resnet50 bert --count 50
+    python -m experiments.sim_vs_measured --models resnet50 bert inception_v3 --out results/sim_vs_measured
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import platform as pyplatform
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,166 +55,374 @@ import openvino as ov
 from scipy.stats import spearmanr
 
 from placement_gym.benchmarks import load_benchmark
+from placement_gym.errors import ProfileWarning
 from placement_gym.measured.backend import MeasuredBackend
+from placement_gym.measured.profiling import profile_record
 from placement_gym.platforms import load_platform
 from placement_gym.simulation.backend import SimulatedBackend
+
+KINDS = ("iid", "blocks")
+#: Issue #13's targets.
+TARGETS = {"self_all": 0.95, "self_blocks": 0.85, "spearman": 0.9, "mape": 0.10}
+#: Runs agree when their Spearman differ by at most this much and their MAPE by at most this many points.
+AGREE_SPEARMAN, AGREE_MAPE = 0.03, 0.03
 
 
 def sample_placements(
     num_groups: int, num_devices: int, count: int, seed: int
 ) -> list[tuple[str, np.ndarray]]:
-    """``count`` placements ``(kind, placement of shape (G,))``: the single-device ones, then iid and
-    contiguous-block placements alternately."""
+    """The single-device placements, then ``count`` iid and ``count`` block placements alternately, each
+    ``(kind, placement of shape (G,))``."""
     rng = np.random.default_rng(seed)
     out: list[tuple[str, np.ndarray]] = [
         ("single", np.full(num_groups, d, dtype=np.int64)) for d in range(num_devices)
     ]
-    while len(out) < count:
-        if len(out) % 2 == 0:
-            p = rng.uniform(0.0, 1.0)
-            probs = np.array([1.0 - p] + [p / (num_devices - 1)] * (num_devices - 1))
-            out.append(("iid", rng.choice(num_devices, size=num_groups, p=probs).astype(np.int64)))
-        else:
-            blocks = int(rng.integers(2, 9))
-            cuts = np.sort(rng.choice(np.arange(1, num_groups), size=blocks - 1, replace=False))
-            start = int(rng.integers(num_devices))
-            label = np.zeros(num_groups, dtype=np.int64)
-            for i, c in enumerate(cuts):
-                label[c:] = (start + i + 1) % num_devices
-            label[: cuts[0]] = start
-            out.append(("blocks", label))
-    return out[:count]
+    for _ in range(count):
+        p = rng.uniform(0.0, 1.0)
+        probs = np.array([1.0 - p] + [p / (num_devices - 1)] * (num_devices - 1))
+        out.append(("iid", rng.choice(num_devices, size=num_groups, p=probs).astype(np.int64)))
+        blocks = int(rng.integers(2, min(8, num_groups) + 1))
+        cuts = np.sort(rng.choice(np.arange(1, num_groups), size=blocks - 1, replace=False))
+        start = int(rng.integers(num_devices))
+        label = np.zeros(num_groups, dtype=np.int64)
+        for i, c in enumerate(cuts):
+            label[c:] = (start + i + 1) % num_devices
+        label[: cuts[0]] = start
+        out.append(("blocks", label))
+    return out
 
 
 def compare(measured: np.ndarray, simulated: np.ndarray) -> dict[str, float]:
     """Spearman rho (and its p-value) and MAPE of ``simulated`` against ``measured``, both shape ``(n,)``."""
-    rho, pvalue = spearmanr(measured, simulated) if len(measured) > 2 else (float("nan"), float("nan"))
+    if len(measured) > 2:
+        rho, pvalue = spearmanr(measured, simulated)
+    else:
+        rho, pvalue = float("nan"), float("nan")
     mape = float(np.mean(np.abs(simulated - measured) / measured)) if len(measured) else float("nan")
     return {"n": int(len(measured)), "spearman": float(rho), "p_value": float(pvalue), "mape": mape}
 
 
-def run_model(
-    name: str, count: int, seed: int, warmup: int, repeats: int, level: str, replicates: int = 1
-) -> dict[str, Any]:
-    """Measure (``replicates`` passes) and simulate ``count`` placements of model ``name``.
+def self_agreement(first: np.ndarray, second: np.ndarray) -> dict[str, float]:
+    """Agreement of two replicates (shape ``(n,)`` each) and the ceiling it puts on any simulator.
 
-    Each pass measures every placement once more (the measured backend's cache is off), so replicates of a
-    placement are minutes apart; their agreement (Spearman between passes 1 and 2) is the ceiling any
-    simulator can reach on this machine. ``measured`` is the median over the passes.
+    Returns:
+        ``spearman`` and ``mape`` between the replicates (MAPE relative to their mean), ``ceiling_spearman``
+        = ``sqrt(2r / (1 + r))`` (Spearman-Brown for the mean of two; nan for ``r <= 0``) and
+        ``floor_mape`` = half the mean relative gap, the error a perfect simulator would still show
+        against the mean.
     """
-    bench = load_benchmark(name)
-    coarse = bench.coarsen(level)
-    plat = load_platform("local")
-    sim = SimulatedBackend(bench, coarse, plat)
-    meas = MeasuredBackend(
-        bench, coarse, plat, warmup=warmup, repeats=repeats, time_budget=30.0, cache_size=0
-    )
-    placements = sample_placements(coarse.num_groups, plat.num_devices, count, seed)
-    passes: list[list[float | None]] = []
-    reasons: list[str] = [""] * len(placements)
+    stats = compare(first, second)
+    mean = (first + second) / 2
+    gap = np.abs(first - second) / mean if len(mean) else np.array([np.nan])
+    r = stats["spearman"]
+    return {
+        "n": stats["n"],
+        "spearman": r,
+        "mape": float(np.mean(gap)),
+        "ceiling_spearman": float(np.sqrt(2 * r / (1 + r))) if r > 0 else float("nan"),
+        "floor_mape": float(np.mean(gap) / 2),
+    }
+
+
+def _measure_all(
+    meas: MeasuredBackend,
+    name: str,
+    placements: list[tuple[str, np.ndarray]],
+    replicates: int,
+    chunk: int,
+) -> list[list[dict[str, Any]]]:
+    """``records[i][r]``: replicate ``r`` of placement ``i`` (latency, raw median, CI, samples, load, time)."""
+    records: list[list[dict[str, Any]]] = [[] for _ in placements]
+    order = list(range(len(placements)))
+    blocks = [order] if chunk <= 0 else [order[i : i + chunk] for i in range(0, len(order), chunk)]
     t0 = time.perf_counter()
-    try:
+    for block in blocks:
         for r in range(replicates):
-            latencies: list[float | None] = []
-            for i, (kind, placement) in enumerate(placements):
+            for i in block:
+                kind, placement = placements[i]
                 m = meas.evaluate(placement)
-                latencies.append(m.latency if m.feasible else None)
-                reasons[i] = reasons[i] or m.reason
+                timing = meas.last_timing
+                rec = {
+                    "latency": m.latency if m.feasible else None,
+                    "raw": timing.median if m.feasible and timing is not None else None,
+                    "ci": m.ci,
+                    "samples": m.samples,
+                    "stop": timing.stop if m.feasible and timing is not None else "",
+                    "host_load": m.host_load,
+                    "t": time.perf_counter() - t0,
+                    "reason": m.reason,
+                }
+                records[i].append(rec)
+                lat = f"{m.latency * 1e3:8.2f} ms +-{100 * m.ci / m.latency:4.1f}%" if m.feasible else m.reason
                 print(
-                    f"{name} pass {r + 1} {i + 1}/{count} {kind:6s} measured {m.latency * 1e3:8.2f} ms "
-                    f"simulated {sim.evaluate(placement).latency * 1e3:8.2f} ms ({time.perf_counter() - t0:.0f} s)",
+                    f"{name} pass {r + 1} {i + 1}/{len(placements)} {kind:6s} {lat} n={m.samples} "
+                    f"({rec['t']:.0f} s, load {os.getloadavg()[0]:.2f})",
                     flush=True,
                 )
-            passes.append(latencies)
+    return records
+
+
+def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Measure (``args.replicates`` times) and simulate the placements of model ``name``."""
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    bench = load_benchmark(name)
+    coarse = bench.coarsen(args.level)
+    plat = load_platform("local")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProfileWarning)
+        sim = SimulatedBackend(bench, coarse, plat)
+    profile_warnings = [str(w.message) for w in caught if issubclass(w.category, ProfileWarning)]
+    _, profile, _ = profile_record(bench, plat.devices[0])
+    placements = sample_placements(coarse.num_groups, plat.num_devices, args.count, args.seed)
+    ops = bench.ops.num_nodes
+    meas = MeasuredBackend(
+        bench,
+        coarse,
+        plat,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        max_repeats=args.max_repeats,
+        rel_ci=args.rel_ci,
+        reference=None if args.reference == "none" else args.reference,
+        time_budget=args.time_budget,
+        cache_size=0,
+        max_compiled_ops=(args.chunk + 2) * 2 * ops if args.chunk > 0 else None,
+    )
+    try:
+        records = _measure_all(meas, name, placements, args.replicates, args.chunk)
+        reference_level = meas.reference_level
     finally:
         meas.close()
     rows = []
-    for i, (kind, placement) in enumerate(placements):
-        reps = [p[i] for p in passes]
+    for (kind, placement), recs in zip(placements, records):
         s = sim.evaluate(placement)
+        lat = [r["latency"] for r in recs]
+        raw = [r["raw"] for r in recs]
+        ok = all(v is not None for v in lat)
         rows.append(
             {
                 "kind": kind,
                 "placement": placement.tolist(),
-                "measured": float(np.median(reps)) if all(v is not None for v in reps) else None,
-                "measured_replicates": reps,
-                "measured_reason": reasons[i],
+                "measured": float(np.median(lat)) if ok else None,
+                "measured_replicates": lat,
+                "raw_replicates": raw,
+                "replicates": recs,
                 "simulated": s.latency if s.feasible else None,
                 "simulated_reason": s.reason,
             }
         )
+    summary = summarize_rows(rows, args.replicates)
+    summary.update(
+        groups=coarse.num_groups,
+        load_before=list(load_before),
+        load_after=list(os.getloadavg()),
+        wall_seconds=time.perf_counter() - t0,
+        reference_level=reference_level,
+        profile={k: profile[k] for k in ("layer_sum", "whole", "ratio", "action", "factor", "load_before")},
+        profile_warnings=profile_warnings,
+    )
+    return {"summary": summary, "rows": rows, "cost_model": sim.cost_model.meta}
+
+
+def summarize_rows(rows: list[dict[str, Any]], replicates: int) -> dict[str, Any]:
+    """Simulator-vs-measured statistics per kind, self-agreement and its ceiling (see the module docstring)."""
     ok = [r for r in rows if r["measured"] is not None and r["simulated"] is not None]
-    summary: dict[str, Any] = {"groups": coarse.num_groups, "evaluated": len(rows), "feasible": len(ok)}
-    for kind in (None, "iid", "blocks"):
+    summary: dict[str, Any] = {"evaluated": len(rows), "feasible": len(ok)}
+    for kind in (None, *KINDS):
         sel = [r for r in ok if kind is None or r["kind"] == kind]
         stats = compare(np.array([r["measured"] for r in sel]), np.array([r["simulated"] for r in sel]))
         summary["all" if kind is None else kind] = stats
     if replicates >= 2:
-        first = np.array([r["measured_replicates"][0] for r in ok])
-        second = np.array([r["measured_replicates"][1] for r in ok])
-        summary["measured_vs_measured"] = compare(first, second)
-    return {"summary": summary, "rows": rows, "cost_model": sim.cost_model.meta}
+        for label, key in (("self", "measured_replicates"), ("self_raw", "raw_replicates")):
+            for kind in (None, "blocks"):
+                sel = [r for r in ok if (kind is None or r["kind"] == kind) and None not in r[key]]
+                a = np.array([r[key][0] for r in sel])
+                b = np.array([r[key][1] for r in sel])
+                summary[f"{label}_{'all' if kind is None else kind}"] = self_agreement(a, b)
+        times = [r["replicates"][1]["t"] - r["replicates"][0]["t"] for r in ok]
+        summary["replicate_separation_s"] = float(np.median(times)) if times else float("nan")
+    cis = [rec["ci"] / rec["latency"] for r in ok for rec in r["replicates"] if rec["latency"]]
+    samples = [rec["samples"] for r in ok for rec in r["replicates"]]
+    summary["rel_ci_median"] = float(np.median(cis)) if cis else float("nan")
+    summary["rel_ci_p90"] = float(np.percentile(cis, 90)) if cis else float("nan")
+    summary["samples_median"] = float(np.median(samples)) if samples else float("nan")
+    return summary
 
 
-def write_report(results: dict[str, Any], out: Path, args: argparse.Namespace) -> None:
-    """Write ``<out>.json`` and ``<out>.md``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "openvino": ov.get_version(),
-        "python": pyplatform.python_version(),
-        "machine": pyplatform.processor() or pyplatform.machine(),
-        "platform": "local",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "models": results}, indent=1))
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None or not np.isfinite(x):
+        return "-"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """The Markdown report of one run."""
+    c = meta["command"]
     lines = [
         "# Simulated vs measured latency (local platform)",
         "",
-        f"OpenVINO {meta['openvino']}, {args.count} placements per model at level `{args.level}`, "
-        f"measured backend: partitioned executor, warm-up {args.warmup}, median of {args.repeats}.",
+        f"OpenVINO {meta['openvino']}, {meta['date']}; per model {c['count']} iid + {c['count']} blocks + the "
+        f"single-device placements at level `{c['level']}`, {c['replicates']} replicates"
+        + (f" (chunks of {c['chunk']})" if c["chunk"] else " (full passes)")
+        + f"; measured: partitioned executor, warm-up {c['warmup']}, {c['repeats']}-{c['max_repeats']} runs "
+        f"until the median's 95% CI is within +-{100 * c['rel_ci']:.0f}% (time budget {c['time_budget']} s), "
+        f"reference `{c['reference']}`. Command: `{meta['argv']}`.",
         "",
-        "| model | groups | placements | Spearman (all) | MAPE (all) | Spearman iid | Spearman blocks "
-        "| measured vs measured Spearman | MAPE |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| model | groups | feasible | Spearman all / iid / blocks | MAPE all / iid / blocks "
+        "| self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE | median CI / runs "
+        "| load before -> after | wall |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in results.items():
         s = res["summary"]
+        sa, sb = s.get("self_all", {}), s.get("self_blocks", {})
+        ra, rb = s.get("self_raw_all", {}), s.get("self_raw_blocks", {})
         lines.append(
-            f"| {name} | {s['groups']} | {s['feasible']}/{s['evaluated']} | {s['all']['spearman']:.3f} | "
-            f"{100 * s['all']['mape']:.1f}% | {s['iid']['spearman']:.3f} | {s['blocks']['spearman']:.3f} | "
-            + (
-                f"{mm['spearman']:.3f} | {100 * mm['mape']:.1f}% |"
-                if (mm := s.get("measured_vs_measured"))
-                else "- | - |"
-            )
+            f"| {name} | {s['groups']} | {s['feasible']}/{s['evaluated']} | "
+            f"{_fmt(s['all']['spearman'])} / {_fmt(s['iid']['spearman'])} / {_fmt(s['blocks']['spearman'])} | "
+            f"{_fmt(s['all']['mape'], True)} / {_fmt(s['iid']['mape'], True)} / {_fmt(s['blocks']['mape'], True)} | "
+            f"{_fmt(sa.get('spearman'))} / {_fmt(sb.get('spearman'))} "
+            f"({_fmt(ra.get('spearman'))} / {_fmt(rb.get('spearman'))}) | "
+            f"{_fmt(sa.get('ceiling_spearman'))} / {_fmt(sa.get('floor_mape'), True)} | "
+            f"+-{_fmt(s['rel_ci_median'], True)} / {s['samples_median']:.0f} | "
+            f"{s['load_before'][0]:.2f} -> {s['load_after'][0]:.2f} | {s['wall_seconds']:.0f} s |"
         )
+    lines += ["", "Targets: " + target_line(results), ""]
+    for name, res in results.items():
+        p = res["summary"]["profile"]
+        lines.append(
+            f"- {name} profile: per-op sum / whole model {p['ratio']:.3f} ({p['action']}, factor "
+            f"{p['factor']:.3f}, load {p['load_before']:.2f}); replicates {res['summary'].get('replicate_separation_s', float('nan')):.0f} s apart"
+            + "".join(f"; warning: {w}" for w in res["summary"]["profile_warnings"])
+        )
+    return lines
+
+
+def target_line(results: dict[str, Any]) -> str:
+    """Which of issue #13's targets each model meets."""
+    parts = []
+    for name, res in results.items():
+        s = res["summary"]
+        checks = {
+            "self all >= 0.95": s.get("self_all", {}).get("spearman", float("nan")) >= TARGETS["self_all"],
+            "self blocks >= 0.85": s.get("self_blocks", {}).get("spearman", float("nan")) >= TARGETS["self_blocks"],
+            "Spearman >= 0.9": s["all"]["spearman"] >= TARGETS["spearman"],
+            "MAPE <= 10%": s["all"]["mape"] <= TARGETS["mape"],
+        }
+        parts.append(f"{name}: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in checks.items()))
+    return "; ".join(parts)
+
+
+def write(out: Path, payload: dict[str, Any], lines: list[str]) -> None:
+    """Write ``<out>.json`` and ``<out>.md``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=float))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, out: Path, argv: str) -> dict[str, Any]:
+    """One full comparison over ``args.models``, written to ``out`` after every model."""
+    meta = {
+        "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "argv": argv,
+        "openvino": ov.get_version(),
+        "python": pyplatform.python_version(),
+        "machine": pyplatform.processor() or pyplatform.machine(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "platform": "local",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    results: dict[str, Any] = {}
+    for name in args.models:
+        results[name] = run_model(name, args)
+        write(out, {"meta": meta, "models": results}, report_lines(results, meta))
+        print(json.dumps({name: results[name]["summary"]}, indent=1, default=float), flush=True)
+    return {"meta": meta, "models": results}
+
+
+def compare_runs(runs: list[dict[str, Any]], names: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Do several runs agree (Spearman within ``AGREE_SPEARMAN``, MAPE within ``AGREE_MAPE``)?
+
+    Returns:
+        Per model: each run's Spearman, MAPE and self-agreement, the largest pairwise differences and
+        whether they agree; and the Markdown lines.
+    """
+    models = sorted(set.intersection(*(set(r["models"]) for r in runs)))
+    out: dict[str, Any] = {}
+    lines = [
+        "# Agreement of sim_vs_measured runs",
+        "",
+        "Runs: " + ", ".join(f"`{n}` ({r['meta']['date']})" for n, r in zip(names, runs)),
+        "",
+        "| model | Spearman per run | MAPE per run | self-agreement per run | max diff Spearman / MAPE | agree |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for m in models:
+        sp = [r["models"][m]["summary"]["all"]["spearman"] for r in runs]
+        mape = [r["models"][m]["summary"]["all"]["mape"] for r in runs]
+        self_ = [r["models"][m]["summary"].get("self_all", {}).get("spearman", float("nan")) for r in runs]
+        d_sp = max((abs(a - b) for a, b in itertools.combinations(sp, 2)), default=0.0)
+        d_mape = max((abs(a - b) for a, b in itertools.combinations(mape, 2)), default=0.0)
+        agree = bool(d_sp <= AGREE_SPEARMAN and d_mape <= AGREE_MAPE)
+        out[m] = {"spearman": sp, "mape": mape, "self": self_, "max_diff_spearman": d_sp,
+                  "max_diff_mape": d_mape, "agree": agree}  # fmt: skip
+        lines.append(
+            f"| {m} | {' / '.join(_fmt(x) for x in sp)} | {' / '.join(_fmt(x, True) for x in mape)} | "
+            f"{' / '.join(_fmt(x) for x in self_)} | {d_sp:.3f} / {100 * d_mape:.1f} pts | "
+            f"{'yes' if agree else 'NO'} |"
+        )
+    return out, lines
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "bert"])
-    parser.add_argument("--count", type=int, default=50, help="placements per model (>= 2)")
+    parser.add_argument("--models", nargs="+", default=["resnet50", "bert", "inception_v3"])
+    parser.add_argument("--count", type=int, default=50, help="placements of each kind (iid, blocks), >= 2")
     parser.add_argument("--level", default="fused", help="coarsening level")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--replicates", type=int, default=2, help="measurement passes (>= 2 reports the noise ceiling)"
-    )
+    parser.add_argument("--repeats", type=int, default=5, help="minimum timed runs per evaluation")
+    parser.add_argument("--max-repeats", type=int, default=20, help="most timed runs per evaluation")
+    parser.add_argument("--rel-ci", type=float, default=0.02, help="target half-width of the median's 95%% CI")
+    parser.add_argument("--time-budget", type=float, default=3.0, help="seconds of runs per evaluation")
+    parser.add_argument("--reference", choices=("host", "none"), default="host", help="drift correction")
+    parser.add_argument("--replicates", type=int, default=2, help="measurements of every placement (>= 2)")
+    parser.add_argument("--chunk", type=int, default=0, help="placements per chunk (0: full passes)")
+    parser.add_argument("--runs", type=int, default=1, help="full comparisons in a row, then compared")
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between runs")
+    parser.add_argument("--compare", nargs="+", type=Path, default=None, help="compare earlier <out>.json runs")
     parser.add_argument("--out", type=Path, default=Path("results/sim_vs_measured"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import sys
+
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.count < 2:
-        parser.error("--count must be >= 2")
-    results = {}
-    for name in args.models:
-        results[name] = run_model(
-            name, args.count, args.seed, args.warmup, args.repeats, args.level, args.replicates
-        )
-        write_report(results, args.out, args)
-        print(json.dumps({name: results[name]["summary"]}, indent=1), flush=True)
-    return results
+    if args.compare:
+        runs = [json.loads(p.read_text()) for p in args.compare]
+        summary, lines = compare_runs(runs, [str(p) for p in args.compare])
+        write(args.out, {"runs": [str(p) for p in args.compare], "models": summary}, lines)
+        print("\n".join(lines))
+        return summary
+    if args.count < 2 or args.replicates < 1 or args.runs < 1 or args.chunk < 0:
+        parser.error("--count must be >= 2, --replicates and --runs >= 1, --chunk >= 0")
+    if not 0 < args.rel_ci < 1:
+        parser.error(f"--rel-ci must be in (0, 1), got {args.rel_ci}")
+    command = "python -m experiments.sim_vs_measured " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.runs == 1:
+        return run(args, args.out, command)
+    done = []
+    for i in range(args.runs):
+        if i and args.gap > 0:
+            time.sleep(args.gap)
+        done.append(run(args, args.out.with_name(f"{args.out.name}-run{i + 1}"), command))
+    summary, lines = compare_runs(done, [f"{args.out.name}-run{i + 1}" for i in range(args.runs)])
+    write(args.out.with_name(f"{args.out.name}-agreement"), {"models": summary}, lines)
+    print("\n".join(lines))
+    return summary
 
 
 if __name__ == "__main__":
