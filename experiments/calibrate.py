@@ -63,9 +63,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", nargs="+", default=None, help="zoo models (default: the benchmark models)"
-    )
+    parser.add_argument("--model", nargs="+", default=None, help="zoo models (default: the benchmark models)")
     parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
 
 

@@ -74,7 +74,9 @@ def _run(args: argparse.Namespace) -> None:
 
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
-        {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}[args.command].run_from_args(args)
+        {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}[
+            args.command
+        ].run_from_args(args)
 
 
 def _show_notes() -> None:

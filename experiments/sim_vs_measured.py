@@ -153,7 +153,9 @@ def _measure_all(
                     "reason": m.reason,
                 }
                 records[i].append(rec)
-                lat = f"{m.latency * 1e3:8.2f} ms +-{100 * m.ci / m.latency:4.1f}%" if m.feasible else m.reason
+                lat = (
+                    f"{m.latency * 1e3:8.2f} ms +-{100 * m.ci / m.latency:4.1f}%" if m.feasible else m.reason
+                )
                 print(
                     f"{name} pass {r + 1} {i + 1}/{len(placements)} {kind:6s} {lat} n={m.samples} "
                     f"({rec['t']:.0f} s, load {os.getloadavg()[0]:.2f})",
@@ -306,7 +308,8 @@ def target_line(results: dict[str, Any]) -> str:
         s = res["summary"]
         checks = {
             "self all >= 0.95": s.get("self_all", {}).get("spearman", float("nan")) >= TARGETS["self_all"],
-            "self blocks >= 0.85": s.get("self_blocks", {}).get("spearman", float("nan")) >= TARGETS["self_blocks"],
+            "self blocks >= 0.85": s.get("self_blocks", {}).get("spearman", float("nan"))
+            >= TARGETS["self_blocks"],
             "Spearman >= 0.9": s["all"]["spearman"] >= TARGETS["spearman"],
             "MAPE <= 10%": s["all"]["mape"] <= TARGETS["mape"],
         }
@@ -384,14 +387,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="minimum timed runs per evaluation")
     parser.add_argument("--max-repeats", type=int, default=20, help="most timed runs per evaluation")
-    parser.add_argument("--rel-ci", type=float, default=0.02, help="target half-width of the median's 95%% CI")
+    parser.add_argument(
+        "--rel-ci", type=float, default=0.02, help="target half-width of the median's 95%% CI"
+    )
     parser.add_argument("--time-budget", type=float, default=3.0, help="seconds of runs per evaluation")
     parser.add_argument("--reference", choices=("host", "none"), default="host", help="drift correction")
     parser.add_argument("--replicates", type=int, default=2, help="measurements of every placement (>= 2)")
     parser.add_argument("--chunk", type=int, default=0, help="placements per chunk (0: full passes)")
     parser.add_argument("--runs", type=int, default=1, help="full comparisons in a row, then compared")
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between runs")
-    parser.add_argument("--compare", nargs="+", type=Path, default=None, help="compare earlier <out>.json runs")
+    parser.add_argument(
+        "--compare", nargs="+", type=Path, default=None, help="compare earlier <out>.json runs"
+    )
     parser.add_argument("--out", type=Path, default=Path("results/sim_vs_measured"))
     return parser
 

@@ -134,7 +134,9 @@ def whole_model_time(model: Any, device: Device, warmup: int = 2, runs: int = 10
     from placement_gym.zoo import core
 
     try:
-        request = core().compile_model(model, device.ov_device, device.compile_config()).create_infer_request()
+        request = (
+            core().compile_model(model, device.ov_device, device.compile_config()).create_infer_request()
+        )
         feeds = _example_inputs(request.get_compiled_model())
         for _ in range(warmup):
             request.infer(feeds)
@@ -281,12 +283,18 @@ def _current(benchmark: Any, directory: Path, meta: dict[str, Any]) -> bool:
     else:
         try:
             times = np.load(directory / "op_times.npy", allow_pickle=False)
-            if times.shape != (benchmark.ops.num_nodes,) or not np.all(np.isfinite(times)) or np.any(times < 0):
+            if (
+                times.shape != (benchmark.ops.num_nodes,)
+                or not np.all(np.isfinite(times))
+                or np.any(times < 0)
+            ):
                 reason = f"its times have shape {times.shape} or invalid values"
         except (OSError, ValueError) as exc:
             reason = f"its times cannot be read ({exc})"
     if reason:
-        _log.info("re-profiling %s: the stored profile %s is not used because %s", benchmark.name, directory, reason)
+        _log.info(
+            "re-profiling %s: the stored profile %s is not used because %s", benchmark.name, directory, reason
+        )
     return not reason
 
 

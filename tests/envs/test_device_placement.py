@@ -103,6 +103,16 @@ def test_step_info_and_reward(sim_env):
         assert info["feasible"] and info["latency"] >= info["baseline_latency"] * (1 - 1e-9)
         assert np.isclose(reward, info["baseline_latency"] / info["latency"] - 1.0)
     assert max(env.problem.evaluate(np.full(g, dev)).latency for dev in range(d)) >= info["baseline_latency"]
+    assert info["latency_ci_ms"] == 0.0 and info["latency_rel_ci"] == 0.0 and "host_load" not in info
+
+
+def test_measured_info_carries_the_estimate_uncertainty_and_load():
+    env = gym.make("DevicePlacement-v0", model="tiny_cnn", platform="local", backend="measured")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(env.action_space.sample())
+    assert info["feasible"] and info["latency_ci_ms"] > 0 and info["host_load"] >= 0
+    assert info["latency_rel_ci"] == pytest.approx(info["latency_ci_ms"] / 1e3 / info["latency"])
+    env.close()
 
 
 def test_bad_actions_raise_clear_errors(sim_env):

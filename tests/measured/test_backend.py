@@ -384,3 +384,56 @@ def test_two_virtual_cpus_overlap():
     if min(ratios) >= 0.8 and not two_threads_run_in_parallel():
         pytest.skip(f"this machine does not run two threads in parallel now (ratios {ratios})")
     assert min(ratios) < 0.8, ratios
+
+
+# ---------------------------------------------------------------- adaptive protocol and drift correction
+def test_results_carry_their_interval_and_the_host_load(tiny_cnn, platform):
+    graph = tiny_cnn.coarsen("fused")
+    backend = MeasuredBackend(tiny_cnn, graph, platform, repeats=6, max_repeats=12, cache_size=0)
+    result = backend.evaluate(_random_placements(graph, 1, seed=2)[-1])
+    timing = backend.last_timing
+    assert result.feasible and 6 <= result.samples <= 12 and result.host_load >= 0
+    assert timing.ci_low <= result.latency <= timing.ci_high and result.ci == timing.ci_half_width
+    assert timing.stop in ("ci", "max_repeats", "time_budget")
+    assert timing.stop != "ci" or timing.rel_ci <= 0.02
+    assert backend.config["rel_ci"] == 0.02 and backend.config["max_repeats"] == 12
+
+
+def test_host_reference_scales_the_median_ratio_by_a_fixed_level(tiny_cnn, platform):
+    graph = tiny_cnn.coarsen("fused")
+    backend = MeasuredBackend(
+        tiny_cnn, graph, platform, reference="host", repeats=6, max_repeats=6, cache_size=0
+    )
+    assert backend.reference_level is None
+    result = backend.evaluate(np.ones(graph.num_groups, dtype=np.int64))
+    timing = backend.last_timing
+    level = backend.reference_level
+    assert level > 0 and timing.reference_level == level and len(timing.reference_times) == timing.samples
+    ratios = np.array(timing.times) / np.array(timing.reference_times)
+    assert result.latency == pytest.approx(np.median(ratios) * level)
+    backend.evaluate(np.zeros(graph.num_groups, dtype=np.int64))
+    assert backend.reference_level == level  # measured once
+    assert backend.config["reference"] == "host"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"rel_ci": 0.0}, "rel_ci"),
+        ({"rel_ci": 2}, "rel_ci"),
+        ({"max_repeats": 0}, "max_repeats"),
+        ({"reference": "cpu"}, "reference"),
+    ],
+)
+def test_protocol_settings_are_checked(tiny_cnn, platform, kwargs, match):
+    with pytest.raises((BackendError, UnknownNameError), match=match):
+        MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, **kwargs)
+
+
+def test_persisted_results_keep_interval_and_load(tmp_path, tiny_cnn, platform):
+    graph = tiny_cnn.coarsen("fused")
+    path = tmp_path / "results.jsonl"
+    placement = _random_placements(graph, 1, seed=4)[-1]
+    first = MeasuredBackend(tiny_cnn, graph, platform, cache_path=str(path)).evaluate(placement)
+    again = MeasuredBackend(tiny_cnn, graph, platform, cache_path=str(path)).evaluate(placement)
+    assert again.cached and again.ci == first.ci and again.host_load == first.host_load

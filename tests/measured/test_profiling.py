@@ -1,12 +1,24 @@
-"""Splitting profiled layer times over ops: the same op -> layer rule as the ``fused`` coarsening level."""
+"""Profiles: splitting layer times over ops (the same op -> layer rule as the ``fused`` coarsening level),
+validation against the whole-model time, stale/corrupt profiles redone, the drift warning."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from placement_gym.errors import ProfileWarning
 from placement_gym.fusion import op_layer_index
-from placement_gym.measured.profiling import layer_owners, measure_layer_times, split_layer_times
+from placement_gym.measured import profiling
+from placement_gym.measured.profiling import (
+    LayerProfile,
+    check_profile,
+    layer_owners,
+    measure_layer_times,
+    profile_op_times,
+    profile_record,
+    split_layer_times,
+    validated_op_times,
+)
 from placement_gym.platforms import load_platform
 from tests.strategies import make_graph
 from tests.test_fusion import same_partition
@@ -53,3 +65,94 @@ def test_profiled_times_split_over_exactly_the_fused_groups(tiny_bert):
         groups = set(coarse.assignment[op_times > 0].tolist())
         assert len(groups) == 1 and op_times.sum() == pytest.approx(1.0)
         assert np.all(op_times[coarse.assignment != groups.pop()] == 0)
+
+
+# ---------------------------------------------------------------- validation, storage, drift check
+
+
+def _fake_profiles(monkeypatch, tiny_cnn, wholes: list[float]):
+    """Make every profiling pass give the first op a layer time of 1 ms and the next whole-model time."""
+    ops = tiny_cnn.ops
+    layers = [(f"L{i}", [name], []) for i, name in enumerate(ops.names)]
+    times = {f"L{i}": (1e-3 if i == 0 else 0.0) for i in range(ops.num_nodes)}
+    calls = iter(wholes)
+    passes = []
+
+    def fake(model, device, warmup=3, runs=15):
+        passes.append(1)
+        return LayerProfile(times, layers, next(calls))
+
+    monkeypatch.setattr(profiling, "measure_layer_times", fake)
+    return passes
+
+
+@pytest.mark.parametrize(
+    "wholes, action, passes, factor",
+    [
+        ([1.05e-3], "ok", 1, 1.0),  # within 10% at once
+        ([2e-3, 1.08e-3], "reprofiled", 2, 1.0),  # the second pass agrees
+        ([2e-3, 4e-3], "rescaled", 2, 2.0),  # neither does: the better one is rescaled to its whole time
+    ],
+)
+def test_profiles_are_checked_against_the_whole_model_time(
+    monkeypatch, tiny_cnn, wholes, action, passes, factor
+):
+    calls = _fake_profiles(monkeypatch, tiny_cnn, wholes)
+    device = load_platform("local").devices[0]
+    op_times, record = validated_op_times(tiny_cnn, device)
+    assert record["action"] == action and len(calls) == passes == record["attempts"]
+    assert record["factor"] == pytest.approx(factor)
+    assert op_times.sum() == pytest.approx(1e-3 * factor)
+    assert record["ratio"] == pytest.approx(1e-3 / min(wholes, key=lambda w: abs(1e-3 / w - 1)))
+    assert record["load_before"] >= 0
+
+
+def test_stale_and_corrupt_profiles_are_redone(monkeypatch, tmp_path, tiny_cnn):
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    calls = _fake_profiles(monkeypatch, tiny_cnn, [1e-3] * 10)
+    device = load_platform("local").devices[0]
+    _, meta, made = profile_record(tiny_cnn, device)
+    assert made and meta["action"] == "ok" and meta["machine"]["cores"] >= 1 and meta["precision"] == "f32"
+    assert not profile_record(tiny_cnn, device)[2] and len(calls) == 1  # used as it is
+    # another machine's profile is redone, never used
+    from placement_gym.platforms import local
+
+    real = local.machine_fingerprint()
+    monkeypatch.setattr(local, "machine_fingerprint", lambda: {**real, "cpu": "another CPU"})
+    assert profile_record(tiny_cnn, device)[2] and len(calls) == 2
+    monkeypatch.setattr(local, "machine_fingerprint", lambda: real)
+    assert profile_record(tiny_cnn, device)[2] and len(calls) == 3  # and back
+    # a damaged file is found by its hash and rebuilt
+    (entry,) = [p for p in (tmp_path / "profile").iterdir() if not p.name.startswith(".")]
+    data = bytearray((entry / "op_times.npy").read_bytes())
+    data[-1] ^= 0xFF
+    (entry / "op_times.npy").write_bytes(bytes(data))
+    assert profile_record(tiny_cnn, device)[2] and len(calls) == 4
+    # calibrate's force redoes an intact one
+    assert profile_record(tiny_cnn, device, force=True)[2] and len(calls) == 5
+
+
+def test_a_profile_far_from_a_fresh_measurement_warns(monkeypatch, tiny_cnn):
+    device = load_platform("local").devices[0]
+    monkeypatch.setattr(profiling, "whole_model_time", lambda model, device, runs=10: 1e-3)
+    with pytest.warns(ProfileWarning, match="calibrate"):
+        assert check_profile(tiny_cnn, device, np.full(4, 0.5e-3)) == pytest.approx(1.0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProfileWarning)
+        assert check_profile(tiny_cnn, device, np.full(4, 0.28e-3)) == pytest.approx(0.12)
+
+
+def test_real_profile_is_validated_and_summed(tmp_path, monkeypatch, tiny_bert):
+    """A real profile of tiny_bert: its per-op sum matches its recorded whole-model time (after rescaling
+    if validation needed it)."""
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    device = load_platform("local").devices[0]
+    op_times, meta, _ = profile_record(tiny_bert, device)
+    assert meta["action"] in profiling.ACTIONS and op_times.shape == (tiny_bert.ops.num_nodes,)
+    if meta["action"] == "rescaled":
+        assert op_times.sum() == pytest.approx(meta["whole"])
+    else:
+        assert abs(op_times.sum() / meta["whole"] - 1) <= profiling.TOLERANCE
+    assert profile_op_times(tiny_bert, device, check=False) == pytest.approx(op_times)
