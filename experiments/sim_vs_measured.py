@@ -385,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--level", default="fused", help="coarsening level")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5, help="minimum timed runs per evaluation")
+    parser.add_argument("--repeats", type=int, default=6, help="minimum timed runs per evaluation")
     parser.add_argument("--max-repeats", type=int, default=20, help="most timed runs per evaluation")
     parser.add_argument(
         "--rel-ci", type=float, default=0.02, help="target half-width of the median's 95%% CI"

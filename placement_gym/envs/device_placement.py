@@ -166,8 +166,8 @@ class DevicePlacementEnv(gym.Env):
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
       ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
       Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``, and the measured
-      backend now repeats runs until the median's 95% interval is within +-2% (5 to 30 runs) instead of a
-      fixed 5 (``backend_kwargs={"rel_ci": None}`` restores the old protocol).
+      backend now repeats runs until the median's 95% interval is within +-2% (6 to 30 runs) instead of a
+      fixed 5 (``backend_kwargs={"rel_ci": None, "repeats": 5}`` restores the old protocol).
     * v1 (``DevicePlacementSim-<model>-v1``): platform ``cpu-dgpu`` recalibrated against HSDAG's published
       speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.

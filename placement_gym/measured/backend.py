@@ -9,7 +9,7 @@ Two executors run a placement (see their modules for what each can and cannot me
   physical device.
 
 Timing follows :mod:`placement_gym.measured.timing`: warm-up, then timed runs until the 95% confidence
-interval of the median is within ``rel_ci`` (default +-2%) of it, at least ``repeats`` and at most
+interval of the median is within ``rel_ci`` (default +-2%) of it, at least ``repeats`` (6) and at most
 ``max_repeats`` runs within ``time_budget`` seconds. The warm-up runs are made only when the placement uses
 a compiled model that has not run before: once every compiled segment has run, its memory is allocated and
 further warm-up would only re-measure. With ``reference="host"`` every evaluation interleaves runs of the
@@ -27,9 +27,9 @@ Example:
     >>> from placement_gym.platforms import load_platform
     >>> bench = load_benchmark("tiny_cnn")
     >>> graph = bench.coarsen("fused")
-    >>> backend = MeasuredBackend(bench, graph, load_platform("local"), repeats=5, max_repeats=30)
+    >>> backend = MeasuredBackend(bench, graph, load_platform("local"), repeats=6, max_repeats=30)
     >>> result = backend.evaluate([0] * graph.num_groups)
-    >>> result.feasible, 5 <= result.samples <= 30, backend.evaluate([0] * graph.num_groups).cached
+    >>> result.feasible, 6 <= result.samples <= 30, backend.evaluate([0] * graph.num_groups).cached
     (True, True, True)
 """
 
@@ -72,8 +72,9 @@ class MeasuredBackend(LatencyBackend):
         platform: The devices, each with its OpenVINO device string and compile properties.
         executor: ``"partitioned"`` or ``"hetero"``.
         warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
-        repeats: Timed runs per evaluation: the minimum with ``rel_ci``, the exact count without it (fewer
-            if the time budget runs out; at least one).
+        repeats: Timed runs per evaluation: the minimum with ``rel_ci`` (made whatever the time budget;
+            6 is the fewest whose median interval reaches 95%), the exact count without it (fewer if the
+            time budget runs out; at least one).
         max_repeats: Most timed runs per evaluation with ``rel_ci`` (raised to ``repeats`` if lower).
         rel_ci: Target half-width of the 95% confidence interval of the median, relative to it; None
             makes exactly ``repeats`` runs.
@@ -106,7 +107,7 @@ class MeasuredBackend(LatencyBackend):
         *,
         executor: str = "partitioned",
         warmup: int = 2,
-        repeats: int = 5,
+        repeats: int = 6,
         max_repeats: int = 30,
         rel_ci: float | None = 0.02,
         reference: str | None = None,

@@ -4,9 +4,11 @@
 
 * the estimate is the median run time, its uncertainty the 95% order-statistic confidence interval of the
   median (:mod:`placement_gym.measured.stats`); the spread reported beside it is the interquartile range;
-* with ``rel_ci`` set, runs continue past ``repeats`` until the interval's half-width is within
-  ``rel_ci`` of the estimate, or ``max_repeats`` runs, or the ``time_budget`` (whichever comes first);
-  without it, exactly ``repeats`` runs are made (fewer if the time budget runs out);
+* with ``rel_ci`` set, ``repeats`` runs are always made, and runs continue until the interval's
+  half-width is within ``rel_ci`` of the estimate, or ``max_repeats`` runs, or the ``time_budget``
+  (whichever comes first); without it, exactly ``repeats`` runs are made (fewer if the time budget runs
+  out). With fewer than 6 runs no order-statistic interval reaches 95%: the interval is then the range of
+  the runs and :attr:`Timing.ci_coverage` says what it covers;
 * with a ``reference`` (another placement's run), reference and candidate runs are interleaved in pairs,
   alternately in the order reference-candidate and candidate-reference (so a linear drift within the window
   hits both equally), and the estimate is the median of the per-pair ratios ``candidate / reference`` times
@@ -74,6 +76,11 @@ class Timing:
         return max(self.estimate - self.ci_low, self.ci_high - self.estimate)
 
     @property
+    def ci_coverage(self) -> float:
+        """Probability that ``(ci_low, ci_high)`` covers the true median (>= 0.95 from 6 runs on)."""
+        return median_ci(np.ones(self.samples)).coverage
+
+    @property
     def rel_ci(self) -> float:
         """:attr:`ci_half_width` relative to the estimate (``inf`` for a zero estimate)."""
         return self.ci_half_width / self.estimate if self.estimate > 0 else math.inf
@@ -138,7 +145,8 @@ def measure(
         run: Runs one inference and returns its own wall time in seconds (so the caller's bookkeeping
             between runs is not counted).
         warmup: Untimed runs first (all of them, whatever the budget; the reference's too).
-        repeats: Timed runs: the fixed count without ``rel_ci``, the minimum with it. ``>= 1``.
+        repeats: Timed runs: the fixed count without ``rel_ci``, the minimum with it (made whatever the
+            budget). ``>= 1``.
         time_budget: Seconds, counted from the first warm-up run, after which no further timed run starts.
         max_repeats: Cap on timed runs with ``rel_ci`` (default ``repeats``).
         rel_ci: Stop once the 95% confidence interval's half-width is within this fraction of the estimate.
@@ -176,7 +184,7 @@ def measure(
             timing = summarize(times, ref, reference_level)
             if timing.rel_ci <= rel_ci:
                 return dataclasses.replace(timing, stop="ci")
-        if clock() - start >= time_budget:
+        if clock() - start >= time_budget and (rel_ci is None or n >= repeats):
             stop = "time_budget"
             break
     return summarize(times, ref, reference_level, stop)

@@ -213,7 +213,7 @@ def test_compiled_segments_are_reused(tiny_bert, platform):
 
 def test_time_budget_limits_samples(tiny_cnn, platform):
     graph = tiny_cnn.coarsen("fused")
-    backend = MeasuredBackend(tiny_cnn, graph, platform, repeats=50, time_budget=1e-9)
+    backend = MeasuredBackend(tiny_cnn, graph, platform, repeats=50, rel_ci=None, time_budget=1e-9)
     result = backend.evaluate(np.zeros(graph.num_groups, np.int64))
     assert result.feasible and result.samples == 1
 

@@ -92,3 +92,19 @@ def test_reference_needs_a_level_and_paired_times():
         measure(lambda: 1.0, warmup=0, repeats=2, time_budget=1, reference=lambda: 1.0)
     with pytest.raises(BackendError, match="pair"):
         summarize([1.0, 2.0], [1.0], reference_level=1.0)
+
+
+def test_adaptive_protocol_makes_its_minimum_whatever_the_budget():
+    now = iter(range(1000))
+    runs = itertools.cycle([1.0, 2.0])
+    timing = measure(
+        lambda: next(runs),
+        warmup=0,
+        repeats=6,
+        max_repeats=20,
+        rel_ci=1e-9,
+        time_budget=0.5,
+        clock=lambda: next(now),
+    )
+    assert timing.samples == 6 and timing.stop == "time_budget" and timing.ci_coverage >= 0.95
+    assert summarize([1.0, 2.0, 3.0]).ci_coverage == pytest.approx(0.75)
