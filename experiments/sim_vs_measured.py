@@ -16,7 +16,8 @@ over all placements, minutes apart; ``--chunk K`` measures the replicates of K p
 (each placement compiled once: faster, but replicates only seconds apart; the report gives the median
 separation). Reported per model and kind:
 
-* simulator vs measured: Spearman rank correlation and MAPE (measured = median over replicates);
+* simulator vs measured: Spearman rank correlation and MAPE (measured = median over replicates), and
+  the same against the raw medians (no drift correction);
 * self-agreement: Spearman and MAPE between replicates 1 and 2 (overall and on ``blocks``), for the
   drift-corrected estimate and for the raw median of the same runs (the data on whether drift correction
   helps);
@@ -235,6 +236,11 @@ def summarize_rows(rows: list[dict[str, Any]], replicates: int) -> dict[str, Any
         sel = [r for r in ok if kind is None or r["kind"] == kind]
         stats = compare(np.array([r["measured"] for r in sel]), np.array([r["simulated"] for r in sel]))
         summary["all" if kind is None else kind] = stats
+    raw = [r for r in ok if None not in r["raw_replicates"]]
+    summary["all_raw"] = compare(
+        np.array([float(np.median(r["raw_replicates"])) for r in raw]),
+        np.array([r["simulated"] for r in raw]),
+    )
     if replicates >= 2:
         for label, key in (("self", "measured_replicates"), ("self_raw", "raw_replicates")):
             for kind in (None, "blocks"):
@@ -271,7 +277,7 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         f"until the median's 95% CI is within +-{100 * c['rel_ci']:.0f}% (time budget {c['time_budget']} s), "
         f"reference `{c['reference']}`. Command: `{meta['argv']}`.",
         "",
-        "| model | groups | feasible | Spearman all / iid / blocks | MAPE all / iid / blocks "
+        "| model | groups | feasible | Spearman all / iid / blocks (raw) | MAPE all / iid / blocks (raw) "
         "| self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE | median CI / runs "
         "| load before -> after | wall |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -282,8 +288,10 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         ra, rb = s.get("self_raw_all", {}), s.get("self_raw_blocks", {})
         lines.append(
             f"| {name} | {s['groups']} | {s['feasible']}/{s['evaluated']} | "
-            f"{_fmt(s['all']['spearman'])} / {_fmt(s['iid']['spearman'])} / {_fmt(s['blocks']['spearman'])} | "
-            f"{_fmt(s['all']['mape'], True)} / {_fmt(s['iid']['mape'], True)} / {_fmt(s['blocks']['mape'], True)} | "
+            f"{_fmt(s['all']['spearman'])} / {_fmt(s['iid']['spearman'])} / {_fmt(s['blocks']['spearman'])} "
+            f"({_fmt(s['all_raw']['spearman'])}) | "
+            f"{_fmt(s['all']['mape'], True)} / {_fmt(s['iid']['mape'], True)} / {_fmt(s['blocks']['mape'], True)} "
+            f"({_fmt(s['all_raw']['mape'], True)}) | "
             f"{_fmt(sa.get('spearman'))} / {_fmt(sb.get('spearman'))} "
             f"({_fmt(ra.get('spearman'))} / {_fmt(rb.get('spearman'))}) | "
             f"{_fmt(sa.get('ceiling_spearman'))} / {_fmt(sa.get('floor_mape'), True)} | "

@@ -53,7 +53,7 @@ def test_tiny_end_to_end_run_and_compare(tmp_path, capsys):
     res = svm.main([*args, "--out", str(out)])
     s = res["models"]["tiny_cnn"]["summary"]
     assert s["evaluated"] == 8 and s["feasible"] == 8
-    for key in ("self_all", "self_blocks", "self_raw_all", "all", "iid", "blocks"):
+    for key in ("self_all", "self_blocks", "self_raw_all", "all", "all_raw", "iid", "blocks"):
         assert key in s
     assert s["load_before"][0] >= 0 and s["profile"]["action"] in ("ok", "reprofiled", "rescaled")
     rows = json.loads(out.with_suffix(".json").read_text())["models"]["tiny_cnn"]["rows"]
