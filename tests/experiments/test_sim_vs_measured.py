@@ -9,6 +9,7 @@ import pytest
 
 from experiments import calibrate, cli
 from experiments import sim_vs_measured as svm
+from experiments import sim_vs_measured_stats as stats
 
 
 def test_placements_of_each_kind():
@@ -23,11 +24,11 @@ def test_placements_of_each_kind():
 
 def test_self_agreement_and_its_ceiling():
     a = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    perfect = svm.self_agreement(a, a.copy())
+    perfect = stats.self_agreement(a, a.copy())
     assert perfect["spearman"] == pytest.approx(1.0) and perfect["ceiling_spearman"] == pytest.approx(1.0)
     assert perfect["mape"] == 0.0 and perfect["floor_mape"] == 0.0
     b = np.array([1.1, 1.9, 3.3, 5.0, 4.0])  # one swap: r = 0.9
-    noisy = svm.self_agreement(a, b)
+    noisy = stats.self_agreement(a, b)
     assert noisy["spearman"] == pytest.approx(0.9)
     assert noisy["ceiling_spearman"] == pytest.approx(np.sqrt(2 * 0.9 / 1.9))
     assert noisy["floor_mape"] == pytest.approx(noisy["mape"] / 2)
@@ -39,11 +40,11 @@ def _run(spearman: float, mape: float) -> dict:
 
 
 def test_runs_agree_within_the_issue_tolerances():
-    ok, _ = svm.compare_runs([_run(0.90, 0.08), _run(0.92, 0.10), _run(0.91, 0.09)], ["a", "b", "c"])
+    ok, _ = stats.compare_runs([_run(0.90, 0.08), _run(0.92, 0.10), _run(0.91, 0.09)], ["a", "b", "c"])
     assert ok["m"]["agree"] and ok["m"]["max_diff_spearman"] == pytest.approx(0.02)
-    bad, lines = svm.compare_runs([_run(0.90, 0.08), _run(0.95, 0.08)], ["a", "b"])
+    bad, lines = stats.compare_runs([_run(0.90, 0.08), _run(0.95, 0.08)], ["a", "b"])
     assert not bad["m"]["agree"] and "NO" in lines[-1]
-    worse, _ = svm.compare_runs([_run(0.90, 0.08), _run(0.90, 0.12)], ["a", "b"])
+    worse, _ = stats.compare_runs([_run(0.90, 0.08), _run(0.90, 0.12)], ["a", "b"])
     assert not worse["m"]["agree"]
 
 
