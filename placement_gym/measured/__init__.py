@@ -5,5 +5,6 @@
 * :mod:`.dataflow`: the project's executor (one compiled model per same-device segment, run as a dataflow graph);
 * :mod:`.segments`: split an op placement into same-device segments and build each as an ``ov.Model``;
 * :mod:`.hetero`: OpenVINO's HETERO plugin with per-op ``affinity``;
-* :mod:`.timing`: the timing protocol; :mod:`.profiling`: per-op times from the runtime's per-layer profile.
+* :mod:`.timing`: the timing protocol (adaptive, drift-corrected), :mod:`.stats`: the median and its
+  confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile.
 """
