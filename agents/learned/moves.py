@@ -110,30 +110,29 @@ def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> 
                     targets.append(d)
                     kinds.append(1)
     index = np.arange(g_count)
-    for length in SEGMENT_LENGTHS:
-        if length > g_count:
-            break
-        for g in range(g_count - length + 1):
-            members = (index >= g) & (index < g + length)
-            for d in range(d_count):
-                if allowed[members, d].all() and np.any(placement[members] != d):
-                    rows.append(members)
-                    targets.append(d)
-                    kinds.append(2)
-    for length in WINDOW_LENGTHS:
-        if length > g_count:
-            break
-        for g in range(g_count - length + 1):
-            window = (index >= g) & (index < g + length)
-            for src in np.unique(placement[window]):
-                members = window & (placement == src)
-                if members.sum() < 2 or members.sum() == length:  # a single or a segment move
-                    continue
+    for kind, lengths in ((2, SEGMENT_LENGTHS), (3, WINDOW_LENGTHS)):
+        for length in lengths:
+            if length > g_count:
+                break
+            first = np.arange(g_count - length + 1)
+            windows = (index[None, :] >= first[:, None]) & (index[None, :] < first[:, None] + length)  # (S, G)
+            sources = [None] if kind == 2 else range(d_count)
+            for src in sources:
+                if src is None:
+                    sets = windows
+                else:  # the groups of each window on device src: a whole window is a segment move
+                    sets = windows & (placement == src)[None, :]
+                    count = sets.sum(axis=1)
+                    sets = sets[(count >= 2) & (count < length)]
                 for d in range(d_count):
-                    if d != src and allowed[members, d].all():
+                    if src is not None and d == src:
+                        continue
+                    ok = ~np.any(sets & ~allowed[:, d][None, :], axis=1)
+                    ok &= np.any(sets & (placement != d)[None, :], axis=1)
+                    for members in sets[ok]:
                         rows.append(members)
                         targets.append(d)
-                        kinds.append(3)
+                        kinds.append(kind)
     if not rows:
         return Moves(np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     return Moves(np.stack(rows), np.asarray(targets, dtype=np.int64), np.asarray(kinds, dtype=np.int64))
@@ -151,13 +150,6 @@ class MoveFeaturizer:
         self.link_latency = np.asarray(cost.link_latency, dtype=np.float64)  # (D, D), 0 on the diagonal
         self.src, self.dst = cost.edge_src, cost.edge_dst  # (E,)
         self.bytes = np.asarray(cost.edge_bytes, dtype=np.float64)  # (E,)
-        g = cost.num_groups
-        self.adjacency = np.zeros((g, g), dtype=bool)  # (G, G) undirected
-        self.adjacency[self.src, self.dst] = True
-        self.adjacency[self.dst, self.src] = True
-        self.incident = np.zeros((g, len(self.src)), dtype=bool)  # (G, E)
-        self.incident[self.src, np.arange(len(self.src))] = True
-        self.incident[self.dst, np.arange(len(self.src))] = True
 
     def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""
@@ -182,53 +174,65 @@ class MoveFeaturizer:
         return (total / max(float(total.max()), 1e-30)) ** 4
 
     def features(self, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
-        """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32."""
-        cost, g_count = self.cost, self.cost.num_groups
+        """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32.
+
+        Works on the (move, group) and (move, edge) pairs a move touches only, so its cost grows with the
+        moves' sizes, not with ``M x E``.
+        """
+        cost, g_count, d_count = self.cost, self.cost.num_groups, self.cost.num_devices
         m_count = len(moves)
         if m_count == 0:
             return np.zeros((0, len(MOVE_FEATURES)), dtype=np.float32)
         scale = 1.0 / max(latency, 1e-30)
-        crit = self.criticality(placement)
+        crit = self.criticality(placement)  # (G,)
         members, target = moves.members, moves.target
         here = self.compute[np.arange(g_count), placement]  # (G,)
-        there = self.compute[:, target].T  # (M, G)
-        delta = np.where(members, there - here[None, :], 0.0)  # (M, G)
-        d_compute = delta.sum(axis=1) * scale
-        d_compute_crit = (delta * crit[None, :]).sum(axis=1) * scale
-        # transfers of the edges touching each set, and of its graph inputs and results
-        new_dev = np.where(members, target[:, None], placement[None, :])  # (M, G)
-        src_new, dst_new = new_dev[:, self.src], new_dev[:, self.dst]  # (M, E)
+        mi, gi = np.nonzero(members)  # (P,) moved (move, group) pairs
+        to = target[mi]
+        there = self.compute[gi, to]  # (P,)
+        delta = there - here[gi]
+        d_compute = np.bincount(mi, delta, m_count) * scale
+        d_compute_crit = np.bincount(mi, delta * crit[gi], m_count) * scale
+        # transfers of graph inputs and results, and of every edge with an endpoint in the set
+        host = cost.host
+        d_io = (
+            self.transfer(cost.input_bytes[gi], host, to) + self.transfer(cost.result_bytes[gi], to, host)
+            - self.transfer(cost.input_bytes[gi], host, placement[gi])
+            - self.transfer(cost.result_bytes[gi], placement[gi], host)
+        )  # fmt: skip
+        in_src, in_dst = members[:, self.src], members[:, self.dst]  # (M, E)
+        me, ee = np.nonzero(in_src | in_dst)  # (Q,) touched (move, edge) pairs
+        s_in, t_in = in_src[me, ee], in_dst[me, ee]
+        src_dev = np.where(s_in, target[me], placement[self.src[ee]])
+        dst_dev = np.where(t_in, target[me], placement[self.dst[ee]])
         old_edge = self.transfer(self.bytes, placement[self.src], placement[self.dst])  # (E,)
-        d_edge = self.transfer(self.bytes[None, :], src_new, dst_new) - old_edge[None, :]  # (M, E)
-        host = np.full(g_count, cost.host)
-        io_old = self.transfer(cost.input_bytes, host, placement) + self.transfer(cost.result_bytes, placement, host)
-        io_new = self.transfer(cost.input_bytes[None, :], host[None, :], new_dev) + self.transfer(
-            cost.result_bytes[None, :], new_dev, host[None, :]
-        )
-        d_io = io_new - io_old[None, :]  # (M, G)
-        edge_crit = np.maximum(crit[self.src], crit[self.dst])  # (E,)
-        d_transfer = (d_edge.sum(axis=1) + d_io.sum(axis=1)) * scale
-        d_transfer_crit = ((d_edge * edge_crit[None, :]).sum(axis=1) + (d_io * crit[None, :]).sum(axis=1)) * scale
-        # neighbours outside the set, and which of them sit on the target device
-        outside = (members.astype(np.float32) @ self.adjacency.astype(np.float32) > 0) & ~members  # (M, G)
-        on_target = outside & (placement[None, :] == target[:, None])
-        n_outside = outside.sum(axis=1)
+        d_edge = self.transfer(self.bytes[ee], src_dev, dst_dev) - old_edge[ee]
+        edge_crit = np.maximum(crit[self.src], crit[self.dst])[ee]
+        d_transfer = (np.bincount(me, d_edge, m_count) + np.bincount(mi, d_io, m_count)) * scale
+        d_transfer_crit = (
+            np.bincount(me, d_edge * edge_crit, m_count) + np.bincount(mi, d_io * crit[gi], m_count)
+        ) * scale
+        # neighbours outside the set (distinct per move), and which of them sit on the target device
+        boundary = s_in != t_in
+        other = np.where(s_in, self.dst[ee], self.src[ee])[boundary]
+        pairs = np.unique(me[boundary] * g_count + other)
+        pm, pg = pairs // g_count, pairs % g_count
+        n_outside = np.bincount(pm, minlength=m_count)
+        n_on_target = np.bincount(pm, placement[pg] == target[pm], m_count)
         invoke = np.asarray(cost.invoke_overhead, dtype=np.float64)
-        invoke_new = np.where(on_target.any(axis=1), 0.0, invoke[target]) * scale
-        left = np.zeros((m_count, cost.num_devices), dtype=bool)  # devices each set leaves
-        for d in range(cost.num_devices):
-            left[:, d] = np.any(members & (placement[None, :] == d), axis=1)
-        left &= target[:, None] != np.arange(cost.num_devices)[None, :]
+        invoke_new = np.where(n_on_target > 0, 0.0, invoke[target]) * scale
+        left = np.bincount(mi * d_count + placement[gi], minlength=m_count * d_count).reshape(m_count, d_count) > 0
+        left &= target[:, None] != np.arange(d_count)[None, :]  # devices each set leaves
         invoke_old = (left * invoke[None, :]).sum(axis=1) * scale
-        load = np.bincount(placement, weights=here, minlength=cost.num_devices)  # (D,)
+        load = np.bincount(placement, weights=here, minlength=d_count)  # (D,)
         load_target = load[target] * scale
-        load_after = load_target + np.where(members, there, 0.0).sum(axis=1) * scale
+        there_sum = np.bincount(mi, there, m_count)
+        here_sum = np.bincount(mi, here[gi], m_count)
         load_source = (left * load[None, :]).sum(axis=1) * scale
-        size = members.sum(axis=1)
-        here_sum = np.where(members, here[None, :], 0.0).sum(axis=1)
-        there_sum = np.where(members, there, 0.0).sum(axis=1)
+        max_crit = np.zeros(m_count)
+        np.maximum.at(max_crit, mi, crit[gi])
+        size = np.bincount(mi, minlength=m_count)
         speed = np.clip(np.log(np.maximum(there_sum, 1e-12) / np.maximum(here_sum, 1e-12)), -3.0, 3.0)
-        kind = np.eye(len(KINDS))[moves.kind]  # (M, K)
         out = np.column_stack(
             [
                 d_compute,
@@ -238,12 +242,12 @@ class MoveFeaturizer:
                 invoke_new,
                 invoke_old,
                 load_target,
-                load_after,
+                load_target + there_sum * scale,
                 load_source,
-                np.where(members, crit[None, :], 0.0).max(axis=1),
+                max_crit,
                 np.log2(1 + size) / np.log2(1 + g_count),
-                kind,
-                on_target.sum(axis=1) / np.maximum(n_outside, 1),
+                np.eye(len(KINDS))[moves.kind],  # (M, K)
+                n_on_target / np.maximum(n_outside, 1),
                 speed,
             ]
         )
