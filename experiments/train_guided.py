@@ -68,7 +68,7 @@ def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np
     for i, (_, problem) in enumerate(problems):
         rng = np.random.default_rng([seed, i])
         tracker = BudgetTracker(problem, budget)
-        guided_search(tracker, ranker_of(rng), rng, recorder=lambda f, c: (feats.append(f), changes.append(c)))
+        guided_search(tracker, ranker_of(rng), rng, batch_size=4, recorder=lambda f, c: (feats.append(f), changes.append(c)))
         evaluations += tracker.used
         tracker.detach()
     return np.concatenate(feats), np.concatenate(changes), evaluations

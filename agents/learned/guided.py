@@ -62,7 +62,7 @@ class GuidedImprovement(PlacementMethod):
         budget: int = DEFAULT_BUDGET,
         ranker: str = "learned",
         weights: str | Path | None = None,
-        batch_size: int = 8,
+        batch_size: int = 4,
         kick: int = 2,
     ) -> None:
         if ranker not in RANKERS:

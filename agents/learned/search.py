@@ -6,7 +6,9 @@ from a :class:`MoveRanker`. Starting from the best of HEFT's placement and every
 orders them by the ranker, and evaluates the first ``batch_size`` not seen before in one
 ``evaluate_batch`` call. The best of a batch that improves on the current latency is taken; otherwise the
 next ``batch_size`` of the same ranking are tried, down to the whole list. When no move of the current
-placement is left, the best placement is perturbed by ``kick`` random moves and the climb goes on.
+placement is left, the best placement is perturbed by ``kick`` random moves and the climb goes on. A
+move (set of groups, device) that did not improve is ranked after every untried move of later placements
+(a tabu list), so the ranking does not spend the budget on the same attractive but useless moves.
 """
 
 from __future__ import annotations
@@ -74,14 +76,17 @@ def guided_search(
     best = int(np.argmin([r.latency for r in results]))
     current, latency = starts[best].copy(), float(results[best].latency)
     steps = kicks = batches = stale = 0
+    failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
     while not tracker.exhausted and stale < 50:
         moves = propose(current, allowed, classes)
+        keys = [m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)]
+        retry = np.array([k in failed for k in keys], dtype=bool)
         features = featurizer.features(current, latency, moves) if math.isfinite(latency) else None
         if features is None:
             order = rng.permutation(len(moves))
         else:
             scores = ranker.scores(features, moves)
-            order = np.lexsort((rng.random(len(moves)), scores))  # random tie-break
+            order = np.lexsort((rng.random(len(moves)), scores, retry))  # untried first, random tie-break
         cursor, improved = 0, False
         while cursor < len(order) and not tracker.exhausted:
             picked, batch = [], []
@@ -103,6 +108,7 @@ def guided_search(
                 ranker.observe(features[picked[: len(results)]], change)
                 if recorder is not None:
                     recorder(features[picked[: len(results)]], change)
+            failed.update(keys[j] for j, lat_j in zip(picked, lat) if not lat_j < latency)
             if len(lat) and lat.min() < latency:
                 i = int(np.argmin(lat))
                 current, latency, improved = batch[i], float(lat[i]), True
