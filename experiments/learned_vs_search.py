@@ -10,6 +10,7 @@ best single device. ``--timing`` times one ranking step and a whole search on BE
 (336 groups, more than the 300 of the target); run it under ``taskset -c 0`` for one core.
 
     python -m experiments.learned_vs_search --out results/learned-vs-search
+    python -m experiments.learned_vs_search --platforms --rows results/*/rows.jsonl   # only the table
     python -m experiments.learned_vs_search --heldout vit convnext --platforms cpu-igpu --out results/heldout
     taskset -c 0 python -m experiments.learned_vs_search --timing --models --platforms
 """
@@ -129,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--budget", type=int, default=500)
     parser.add_argument("--timing", action="store_true")
+    parser.add_argument("--rows", nargs="*", default=[], help="rows.jsonl files of earlier runs to add")
     parser.add_argument("--out", help="folder for rows.jsonl and table.md")
     args = parser.parse_args(argv)
-    rows = []
+    rows = [json.loads(line) for path in args.rows for line in Path(path).read_text().splitlines() if line]
     for platform in args.platforms:
         for model in args.models + args.heldout:
             for spec in args.methods:
