@@ -11,7 +11,7 @@ best single device. ``--timing`` times one ranking step and a whole search on BE
 
     python -m experiments.learned_vs_search --out results/learned-vs-search
     python -m experiments.learned_vs_search --platforms --rows results/*/rows.jsonl   # only the table
-    python -m experiments.learned_vs_search --heldout vit convnext --platforms cpu-igpu --out results/heldout
+    python -m experiments.learned_vs_search --models --heldout vit convnext --out results/heldout
     taskset -c 0 python -m experiments.learned_vs_search --timing --models --platforms
 """
 
@@ -70,14 +70,16 @@ def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:
     }
 
 
-def table(rows: list[dict], heldout: set[str]) -> str:
-    """Markdown: median ratio per method, and the targets, per task."""
+def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement") -> str:
+    """Markdown: median ratio per method, and the targets of method ``ours``, per task."""
     tasks = sorted({(r["model"], r["platform"]) for r in rows}, key=lambda t: (t[1], t[0]))
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    methods += sorted({r["method"] for r in rows} - set(methods))
     lines = [
         "| task | " + " | ".join(methods) + " | <= 1.02x (1.10x held out) | <= HEFT | <= best search | > best single |",
         "|---|" + "---|" * (len(methods) + 4),
     ]
+    ours_name = ours
     for model, platform in tasks:
         med = {}
         for m in methods:
@@ -86,7 +88,7 @@ def table(rows: list[dict], heldout: set[str]) -> str:
         opt = next(r["optimum_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
         single = next(r["best_single_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
         cells = [("%.4f" % (med[m] / opt) if opt else "%.3f ms" % med[m]) if med[m] else "-" for m in methods]
-        ours = med.get("guided_improvement")
+        ours = med.get(ours_name)
         searches = [med[m] for m in SEARCHES if med.get(m)]
         bound = 1.10 if model in heldout else 1.02
         checks = [
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=500)
     parser.add_argument("--timing", action="store_true")
     parser.add_argument("--rows", nargs="*", default=[], help="rows.jsonl files of earlier runs to add")
+    parser.add_argument("--ours", default="guided_improvement", help="the method spec the targets check")
     parser.add_argument("--out", help="folder for rows.jsonl and table.md")
     args = parser.parse_args(argv)
     rows = [json.loads(line) for path in args.rows for line in Path(path).read_text().splitlines() if line]
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
                 for seed in [0] if spec == "heft" else args.seeds:
                     rows.append(run(model, platform, spec, seed, args.budget))
                     print(json.dumps({k: v for k, v in rows[-1].items() if k != "placement"}), flush=True)
-    text = table(rows, set(args.heldout)) if rows else ""
+    text = table(rows, set(args.heldout), args.ours) if rows else ""
     if args.timing:
         text += "\n\n" + json.dumps(timing(args.budget))
     text += f"\n\nload average at the end: {os.getloadavg()}"

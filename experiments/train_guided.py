@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 import time
 
 import numpy as np
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     scorer.save(
         args.out,
         {
-            "command": "python -m experiments.train_guided " + " ".join(argv if argv is not None else []),
+            "command": "python -m experiments.train_guided " + " ".join(sys.argv[1:] if argv is None else argv),
             "tasks": [name for name, _ in problems],
             "evaluations": evaluations,
             "moves": int(sum(len(x) for x in feats)),
