@@ -79,7 +79,6 @@ def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement")
         "| task | " + " | ".join(methods) + " | <= 1.02x (1.10x held out) | <= HEFT | <= best search | > best single |",
         "|---|" + "---|" * (len(methods) + 4),
     ]
-    ours_name = ours
     for model, platform in tasks:
         med = {}
         for m in methods:
@@ -88,14 +87,14 @@ def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement")
         opt = next(r["optimum_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
         single = next(r["best_single_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
         cells = [("%.4f" % (med[m] / opt) if opt else "%.3f ms" % med[m]) if med[m] else "-" for m in methods]
-        ours = med.get(ours_name)
+        mine = med.get(ours)
         searches = [med[m] for m in SEARCHES if med.get(m)]
         bound = 1.10 if model in heldout else 1.02
         checks = [
-            "-" if ours is None or not opt else ("met" if ours <= bound * opt else "NOT met"),
-            "-" if ours is None or not med.get("heft") else ("met" if ours <= med["heft"] * (1 + 1e-9) else "NOT met"),
-            "-" if ours is None or not searches else ("met" if ours <= min(searches) * (1 + 1e-9) else "NOT met"),
-            "-" if ours is None else ("met" if ours < single else "NOT met"),
+            "-" if mine is None or not opt else ("met" if mine <= bound * opt else "NOT met"),
+            "-" if mine is None or not med.get("heft") else ("met" if mine <= med["heft"] * (1 + 1e-9) else "NOT met"),
+            "-" if mine is None or not searches else ("met" if mine <= min(searches) * (1 + 1e-9) else "NOT met"),
+            "-" if mine is None else ("met" if mine < single else "NOT met"),
         ]
         lines.append(f"| {model} / {platform} | " + " | ".join(cells + checks) + " |")
     return "\n".join(lines)
