@@ -76,24 +76,34 @@ def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement")
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
     methods += sorted({r["method"] for r in rows} - set(methods))
     lines = [
-        "| task | " + " | ".join(methods) + " | <= 1.02x (1.10x held out) | <= HEFT | <= best search | > best single |",
+        "| task | "
+        + " | ".join(methods)
+        + " | <= 1.02x (1.10x held out) | <= HEFT | <= best search | > best single |",
         "|---|" + "---|" * (len(methods) + 4),
     ]
     for model, platform in tasks:
         med = {}
         for m in methods:
-            lat = [r["latency_ms"] for r in rows if (r["model"], r["platform"], r["method"]) == (model, platform, m)]
+            lat = [
+                r["latency_ms"]
+                for r in rows
+                if (r["model"], r["platform"], r["method"]) == (model, platform, m)
+            ]
             med[m] = float(np.median(lat)) if lat else None
         opt = next(r["optimum_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
         single = next(r["best_single_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
-        cells = [("%.4f" % (med[m] / opt) if opt else "%.3f ms" % med[m]) if med[m] else "-" for m in methods]
+        cells = [(f"{med[m] / opt:.4f}" if opt else f"{med[m]:.3f} ms") if med[m] else "-" for m in methods]
         mine = med.get(ours)
         searches = [med[m] for m in SEARCHES if med.get(m)]
         bound = 1.10 if model in heldout else 1.02
         checks = [
             "-" if mine is None or not opt else ("met" if mine <= bound * opt else "NOT met"),
-            "-" if mine is None or not med.get("heft") else ("met" if mine <= med["heft"] * (1 + 1e-9) else "NOT met"),
-            "-" if mine is None or not searches else ("met" if mine <= min(searches) * (1 + 1e-9) else "NOT met"),
+            "-"
+            if mine is None or not med.get("heft")
+            else ("met" if mine <= med["heft"] * (1 + 1e-9) else "NOT met"),
+            "-"
+            if mine is None or not searches
+            else ("met" if mine <= min(searches) * (1 + 1e-9) else "NOT met"),
             "-" if mine is None else ("met" if mine < single else "NOT met"),
         ]
         lines.append(f"| {model} / {platform} | " + " | ".join(cells + checks) + " |")

@@ -37,7 +37,11 @@ PLATFORMS = ("cpu-dgpu", "cpu-igpu", "multi-accel")
 def perturbed(cost: CostModel, rng: np.random.Generator, sigma: float) -> CostModel:
     """``cost`` with log-normally perturbed device speeds, group times, links and invoke overheads."""
     g, d = cost.compute.shape
-    compute = cost.compute * np.exp(sigma * rng.standard_normal(d))[None, :] * np.exp(0.3 * sigma * rng.standard_normal((g, d)))
+    compute = (
+        cost.compute
+        * np.exp(sigma * rng.standard_normal(d))[None, :]
+        * np.exp(0.3 * sigma * rng.standard_normal((g, d)))
+    )
     link = np.exp(sigma * rng.standard_normal((d, d)))
     return dataclasses.replace(
         cost,
@@ -69,7 +73,13 @@ def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np
     for i, (_, problem) in enumerate(problems):
         rng = np.random.default_rng([seed, i])
         tracker = BudgetTracker(problem, budget)
-        guided_search(tracker, ranker_of(rng), rng, batch_size=4, recorder=lambda f, c: (feats.append(f), changes.append(c)))
+        guided_search(
+            tracker,
+            ranker_of(rng),
+            rng,
+            batch_size=4,
+            recorder=lambda f, c: (feats.append(f), changes.append(c)),
+        )
         evaluations += tracker.used
         tracker.detach()
     return np.concatenate(feats), np.concatenate(changes), evaluations
@@ -103,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
         scorer, loss = fit_scorer(feats[0], changes[0], objective=args.objective, seed=args.seed)
     for r in range(args.rounds):
         base = scorer if scorer is not None else CostRanker()
-        f, c, n = collect(problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r)
+        f, c, n = collect(
+            problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r
+        )
         feats.append(f)
         changes.append(c)
         evaluations += n
@@ -113,11 +125,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"round {r}: {n} evaluations, {sum(len(x) for x in feats)} moves, loss {loss:.4f}", flush=True)
     wall = time.perf_counter() - start
     if args.save_data:
-        np.savez(args.save_data, features=np.concatenate(feats), change=np.concatenate(changes), evaluations=evaluations)
+        np.savez(
+            args.save_data,
+            features=np.concatenate(feats),
+            change=np.concatenate(changes),
+            evaluations=evaluations,
+        )
     scorer.save(
         args.out,
         {
-            "command": "python -m experiments.train_guided " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": "python -m experiments.train_guided "
+            + " ".join(sys.argv[1:] if argv is None else argv),
             "tasks": [name for name, _ in problems],
             "evaluations": evaluations,
             "moves": int(sum(len(x) for x in feats)),

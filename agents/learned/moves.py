@@ -115,7 +115,9 @@ def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> 
             if length > g_count:
                 break
             first = np.arange(g_count - length + 1)
-            windows = (index[None, :] >= first[:, None]) & (index[None, :] < first[:, None] + length)  # (S, G)
+            windows = (index[None, :] >= first[:, None]) & (
+                index[None, :] < first[:, None] + length
+            )  # (S, G)
             sources = [None] if kind == 2 else range(d_count)
             for src in sources:
                 if src is None:
@@ -134,7 +136,9 @@ def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> 
                         targets.append(d)
                         kinds.append(kind)
     if not rows:
-        return Moves(np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        return Moves(
+            np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        )
     return Moves(np.stack(rows), np.asarray(targets, dtype=np.int64), np.asarray(kinds, dtype=np.int64))
 
 
@@ -221,7 +225,10 @@ class MoveFeaturizer:
         n_on_target = np.bincount(pm, placement[pg] == target[pm], m_count)
         invoke = np.asarray(cost.invoke_overhead, dtype=np.float64)
         invoke_new = np.where(n_on_target > 0, 0.0, invoke[target]) * scale
-        left = np.bincount(mi * d_count + placement[gi], minlength=m_count * d_count).reshape(m_count, d_count) > 0
+        left = (
+            np.bincount(mi * d_count + placement[gi], minlength=m_count * d_count).reshape(m_count, d_count)
+            > 0
+        )
         left &= target[:, None] != np.arange(d_count)[None, :]  # devices each set leaves
         invoke_old = (left * invoke[None, :]).sum(axis=1) * scale
         load = np.bincount(placement, weights=here, minlength=d_count)  # (D,)

@@ -32,7 +32,9 @@ class MoveScorer:
         mean, std: Feature normalisation, shape ``(F,)``.
     """
 
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], mean: np.ndarray, std: np.ndarray) -> None:
+    def __init__(
+        self, layers: list[tuple[np.ndarray, np.ndarray]], mean: np.ndarray, std: np.ndarray
+    ) -> None:
         if layers[0][0].shape[0] != len(MOVE_FEATURES) or len(mean) != len(MOVE_FEATURES):
             raise PlacementGymError(
                 f"scorer expects {layers[0][0].shape[0]} features, the move featurizer makes {len(MOVE_FEATURES)}"
@@ -66,7 +68,9 @@ class MoveScorer:
             tensors[f"w{i}"], tensors[f"b{i}"] = torch.tensor(w), torch.tensor(b)
         torch.save(tensors, path / "weights.pt")
         (path / "meta.json").write_text(
-            json.dumps({"features": list(MOVE_FEATURES), "layers": len(self.layers), "clip": CLIP, **meta}, indent=1)
+            json.dumps(
+                {"features": list(MOVE_FEATURES), "layers": len(self.layers), "clip": CLIP, **meta}, indent=1
+            )
         )
 
     @classmethod
@@ -86,7 +90,9 @@ class MoveScorer:
             )
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("features") != list(MOVE_FEATURES):
-            raise PlacementGymError(f"the scorer in {str(path)!r} was trained on other move features: retrain it")
+            raise PlacementGymError(
+                f"the scorer in {str(path)!r} was trained on other move features: retrain it"
+            )
         t = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
         layers = [(t[f"w{i}"].double().numpy(), t[f"b{i}"].double().numpy()) for i in range(meta["layers"])]
         return cls(layers, t["mean"].double().numpy(), t["std"].double().numpy())
@@ -120,7 +126,9 @@ def fit_scorer(
     import torch
 
     if len(features) != len(change) or len(features) < 2:
-        raise PlacementGymError(f"need matching features and changes (at least 2), got {len(features)}, {len(change)}")
+        raise PlacementGymError(
+            f"need matching features and changes (at least 2), got {len(features)}, {len(change)}"
+        )
     if objective not in OBJECTIVES:
         raise UnknownNameError("scorer objective", objective, OBJECTIVES)
     torch.manual_seed(seed)
@@ -149,6 +157,8 @@ def fit_scorer(
     with torch.no_grad():
         final = float(loss_fn(net(xt), yt))
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-    layers = [(m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy().copy()) for m in linears]
+    layers = [
+        (m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy().copy())
+        for m in linears
+    ]
     return MoveScorer(layers, mean, std), final
-

@@ -79,7 +79,9 @@ def guided_search(
     failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
     while not tracker.exhausted and stale < 50:
         moves = propose(current, allowed, classes)
-        keys = [m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)]
+        keys = [
+            m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)
+        ]
         retry = np.array([k in failed for k in keys], dtype=bool)
         features = featurizer.features(current, latency, moves) if math.isfinite(latency) else None
         if features is None:

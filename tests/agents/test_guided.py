@@ -29,10 +29,16 @@ def test_moves_change_the_placement_on_allowed_devices_and_cover_every_single_mo
     allowed = allowed_devices(fused)
     placement = np.zeros(fused.num_groups, dtype=np.int64)
     moves = propose(placement, allowed, twin_classes(fused.cost_model()))
-    singles = {(int(np.flatnonzero(m)[0]), int(d)) for m, d, k in zip(moves.members, moves.target, moves.kind) if k == 0}
+    singles = {
+        (int(np.flatnonzero(m)[0]), int(d))
+        for m, d, k in zip(moves.members, moves.target, moves.kind)
+        if k == 0
+    }
     assert singles == {(g, d) for g, d in zip(*np.nonzero(allowed)) if d != 0}
     mixed = np.random.default_rng(0).integers(0, fused.num_devices, fused.num_groups)
-    kinds = set(moves.kind.tolist()) | set(propose(mixed, allowed, twin_classes(fused.cost_model())).kind.tolist())
+    kinds = set(moves.kind.tolist()) | set(
+        propose(mixed, allowed, twin_classes(fused.cost_model())).kind.tolist()
+    )
     assert kinds == set(range(len(KINDS)))  # every kind occurs on tiny_bert
     for i in range(len(moves)):
         after = moves.apply(placement, i)
