@@ -42,9 +42,11 @@ METHODS = (
 SEARCHES = ("local_search", "simulated_annealing")
 
 
-def parse(spec: str) -> tuple[str, dict[str, str]]:
+def parse(spec: str) -> tuple[str, dict[str, str | int]]:
+    """``"name:key=value,..."`` -> name and keyword arguments (integers converted)."""
     name, _, rest = spec.partition(":")
-    return name, dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    kwargs = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    return name, {k: int(v) if v.lstrip("-").isdigit() else v for k, v in kwargs.items()}
 
 
 def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:

@@ -13,7 +13,8 @@ What is learned and what is search:
   transfer change weighted by criticality, launch overheads, loads, move size and kind). It is trained
   offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
   randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
-  Nothing is learned while placing (no fine-tuning of the scorer).
+  Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
+  pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
   devices), the move kinds (single groups, twin classes, segments, windows), batching, acceptance
   (best of the first improving batch) and perturbation when a neighbourhood is exhausted.
@@ -36,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.learned.scorer import PRETRAINED, MoveScorer
+from agents.learned.scorer import PRETRAINED, FineTuningScorer, MoveScorer
 from agents.learned.search import CostRanker, MoveRanker, RandomRanker, guided_search
 from placement_gym.errors import UnknownNameError
 
@@ -53,6 +54,8 @@ class GuidedImprovement(PlacementMethod):
         weights: Folder of a saved :class:`~agents.learned.scorer.MoveScorer` (default: the shipped one).
         batch_size: Moves evaluated per call.
         kick: Random moves applied to the best placement when a neighbourhood is exhausted.
+        fine_tune: If > 0, refit the scorer once on the first ``fine_tune`` moves evaluated on this
+            problem (from the pretrained weights; those evaluations count against the budget).
     """
 
     name = "guided_improvement"
@@ -64,17 +67,25 @@ class GuidedImprovement(PlacementMethod):
         weights: str | Path | None = None,
         batch_size: int = 4,
         kick: int = 2,
+        fine_tune: int = 0,
     ) -> None:
         if ranker not in RANKERS:
             raise UnknownNameError("move ranker", ranker, RANKERS)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if fine_tune < 0 or (fine_tune and ranker != "learned"):
+            raise ValueError(
+                f"fine_tune must be >= 0 and needs ranker='learned', got {fine_tune}, {ranker!r}"
+            )
         self.budget, self.ranker, self.batch_size, self.kick = budget, ranker, int(batch_size), int(kick)
+        self.fine_tune = int(fine_tune)
         self.weights = Path(weights) if weights is not None else PRETRAINED
         self._scorer = MoveScorer.load(self.weights) if ranker == "learned" else None
 
     def _ranker(self, rng: np.random.Generator) -> MoveRanker:
         if self.ranker == "learned":
+            if self.fine_tune:
+                return FineTuningScorer(self._scorer, self.fine_tune)  # type: ignore[arg-type]
             return self._scorer  # type: ignore[return-value]
         return CostRanker() if self.ranker == "cost" else RandomRanker(rng)
 

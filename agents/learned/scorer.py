@@ -110,6 +110,8 @@ def fit_scorer(
     hidden: int = 32,
     epochs: int = 60,
     seed: int = 0,
+    init: MoveScorer | None = None,
+    lr: float = 3e-3,
 ) -> tuple[MoveScorer, float]:
     """Fit a :class:`MoveScorer` to evaluated moves (Adam, minibatches of 256).
 
@@ -119,6 +121,7 @@ def fit_scorer(
     Args:
         features: ``(N, F)`` move features.
         change: ``(N,)`` relative latency changes ``new / old - 1`` (infeasible: any value >= ``CLIP``).
+        init: Start from this scorer's weights and normalisation (fine-tuning) instead of from scratch.
 
     Returns:
         ``(scorer, final training loss)``.
@@ -133,7 +136,7 @@ def fit_scorer(
         raise UnknownNameError("scorer objective", objective, OBJECTIVES)
     torch.manual_seed(seed)
     x = np.asarray(features, dtype=np.float64)
-    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    mean, std = (init.mean, init.std) if init is not None else (x.mean(axis=0), x.std(axis=0) + 1e-6)
     xt = torch.tensor((x - mean) / std, dtype=torch.float32)
     if objective == "mse":
         yt = torch.tensor(np.clip(change, -CLIP, CLIP) / CLIP, dtype=torch.float32)[:, None]
@@ -145,7 +148,14 @@ def fit_scorer(
         torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
         torch.nn.Linear(hidden, 1),
     )  # fmt: skip
-    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    if init is not None:
+        if len(init.layers) != 3 or init.layers[0][0].shape[1] != hidden:
+            raise PlacementGymError(f"can only fine-tune a 3-layer scorer of width {hidden}")
+        with torch.no_grad():
+            for m, (w, b) in zip([m for m in net if isinstance(m, torch.nn.Linear)], init.layers):
+                m.weight.copy_(torch.tensor(w.T))
+                m.bias.copy_(torch.tensor(b))
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     loss = torch.tensor(0.0)
     for _ in range(epochs):
@@ -162,3 +172,36 @@ def fit_scorer(
         for m in linears
     ]
     return MoveScorer(layers, mean, std), final
+
+
+class FineTuningScorer:
+    """A pretrained :class:`MoveScorer` fine-tuned once on the moves of the problem at hand.
+
+    The first ``after`` evaluated moves are ranked by the pretrained scorer and kept; then the scorer is
+    refitted from its pretrained weights on them (``epochs`` passes, learning rate ``lr``) and ranks the
+    rest of the search. The evaluations spent before the refit are part of the method's budget.
+    """
+
+    def __init__(self, base: MoveScorer, after: int = 100, epochs: int = 20, lr: float = 1e-4) -> None:
+        self.scorer, self.after, self.epochs, self.lr = base, int(after), int(epochs), float(lr)
+        self._x: list[np.ndarray] = []
+        self._y: list[np.ndarray] = []
+        self.tuned = False
+
+    def scores(self, features: np.ndarray, moves: Moves) -> np.ndarray:
+        return self.scorer.predict(features)
+
+    def observe(self, features: np.ndarray, change: np.ndarray) -> None:
+        if self.tuned:
+            return
+        self._x.append(np.asarray(features))
+        self._y.append(np.asarray(change))
+        if sum(len(y) for y in self._y) >= self.after:
+            self.scorer, _ = fit_scorer(
+                np.concatenate(self._x),
+                np.concatenate(self._y),
+                epochs=self.epochs,
+                init=self.scorer,
+                lr=self.lr,
+            )
+            self.tuned = True

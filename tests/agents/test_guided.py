@@ -111,3 +111,20 @@ def test_bad_arguments_and_missing_weights_are_named(tmp_path):
         make_method("guided_improvement", batch_size=0)
     with pytest.raises(PlacementGymError, match="train_guided"):
         make_method("guided_improvement", weights=tmp_path)
+
+
+def test_fine_tuning_refits_within_the_budget(fused):
+    from agents.base import BudgetTracker
+    from agents.learned.scorer import PRETRAINED, FineTuningScorer
+    from agents.learned.search import guided_search
+
+    base = MoveScorer.load(PRETRAINED)
+    ranker = FineTuningScorer(base, after=20, epochs=2)
+    tracker = BudgetTracker(fused, 80)
+    guided_search(tracker, ranker, np.random.default_rng(0))
+    tracker.detach()
+    assert tracker.used == 80 and ranker.tuned and ranker.scorer is not base
+    result = make_method("guided_improvement", fine_tune=20).place(fused, budget=80, seed=0)
+    assert result.evaluations == 80
+    with pytest.raises(ValueError, match="fine_tune"):
+        make_method("guided_improvement", ranker="cost", fine_tune=10)
