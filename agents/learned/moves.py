@@ -1,6 +1,6 @@
 """Placement-improvement moves and the features a learned scorer ranks them by.
 
-A *move* sends a set of groups to one device. Three kinds are proposed from a placement ``p``:
+A *move* sends a set of groups to one device. Four kinds are proposed from a placement ``p``:
 
 * ``single``: one group ``g`` to a device ``d != p[g]`` (the neighbourhood of the local-search baselines);
 * ``class``: every group of ``g``'s *twin class* that sits on ``p[g]`` to ``d``. Twins are groups with the
@@ -86,7 +86,7 @@ def twin_classes(cost: CostModel) -> np.ndarray:
 
 
 def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> Moves:
-    """Every move of the three kinds away from ``placement`` that keeps each group on an allowed device
+    """Every move of the four kinds away from ``placement`` that keeps each group on an allowed device
     and changes the placement; duplicates of one resulting set are kept (the search skips repeats)."""
     g_count, d_count = allowed.shape
     rows: list[np.ndarray] = []
