@@ -1,0 +1,96 @@
+"""Guided improvement (``guided_improvement``): a learned move scorer steering an improvement search.
+
+In the spirit of GiPH (Hu et al., "GiPH: Generalizable Placement Learning for Adaptive Heterogeneous
+Computing", MLSys 2023): a placement is improved one move at a time, starting from HEFT, and a policy
+trained across many graphs and platforms picks which ``(groups, device)`` move to try, from features that
+carry over to unseen graphs and platforms. At inference the policy's ranking is used as guided search:
+the top moves are evaluated in batches (one ``evaluate_batch`` each), the best improving one is kept.
+
+What is learned and what is search:
+
+* **Learned**: :class:`~agents.learned.scorer.MoveScorer`, a 2-layer MLP over per-move features computed
+  from the cost model and the current placement (:data:`agents.learned.moves.MOVE_FEATURES`: compute and
+  transfer change weighted by criticality, launch overheads, loads, move size and kind). It is trained
+  offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
+  randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
+  Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
+  pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
+* **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
+  devices), the move kinds (single groups, twin classes, segments, windows), batching, acceptance
+  (best of the first improving batch) and perturbation when a neighbourhood is exhausted.
+
+Deviations from GiPH: the scorer is an MLP over hand-designed move features, not a GNN over the
+placement-device graph; it is trained by supervised classification of evaluated moves ("does this move
+improve?": a one-step, gamma = 0 value), not by REINFORCE over episodes; moves can move several groups at
+once; and at inference many moves are evaluated per step, not one sampled.
+
+Ablations (same search, other orders): ``ranker="random"`` (uniform) and ``ranker="cost"`` (a hand-written
+order from the same features), see ``experiments/learned_vs_search.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.base import BudgetTracker, PlacementMethod
+from agents.learned.scorer import PRETRAINED, FineTuningScorer, MoveScorer
+from agents.learned.search import CostRanker, MoveRanker, RandomRanker, guided_search
+from placement_gym.errors import UnknownNameError
+
+DEFAULT_BUDGET = 500
+RANKERS = ("learned", "cost", "random")
+
+
+class GuidedImprovement(PlacementMethod):
+    """Improvement search ordered by a pretrained move scorer (see the module docstring).
+
+    Args:
+        budget: Evaluations when :meth:`place` gets ``budget=None``.
+        ranker: ``"learned"`` (the scorer in ``weights``), or the ablations ``"cost"`` and ``"random"``.
+        weights: Folder of a saved :class:`~agents.learned.scorer.MoveScorer` (default: the shipped one).
+        batch_size: Moves evaluated per call.
+        kick: Random moves applied to the best placement when a neighbourhood is exhausted.
+        fine_tune: If > 0, refit the scorer once on the first ``fine_tune`` moves evaluated on this
+            problem (from the pretrained weights; those evaluations count against the budget).
+    """
+
+    name = "guided_improvement"
+
+    def __init__(
+        self,
+        budget: int = DEFAULT_BUDGET,
+        ranker: str = "learned",
+        weights: str | Path | None = None,
+        batch_size: int = 4,
+        kick: int = 2,
+        fine_tune: int = 0,
+    ) -> None:
+        if ranker not in RANKERS:
+            raise UnknownNameError("move ranker", ranker, RANKERS)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if fine_tune < 0 or (fine_tune and ranker != "learned"):
+            raise ValueError(
+                f"fine_tune must be >= 0 and needs ranker='learned', got {fine_tune}, {ranker!r}"
+            )
+        self.budget, self.ranker, self.batch_size, self.kick = budget, ranker, int(batch_size), int(kick)
+        self.fine_tune = int(fine_tune)
+        self.weights = Path(weights) if weights is not None else PRETRAINED
+        self._scorer = MoveScorer.load(self.weights) if ranker == "learned" else None
+
+    def _ranker(self, rng: np.random.Generator) -> MoveRanker:
+        if self.ranker == "learned":
+            if self.fine_tune:
+                return FineTuningScorer(self._scorer, self.fine_tune)  # type: ignore[arg-type]
+            return self._scorer  # type: ignore[return-value]
+        return CostRanker() if self.ranker == "cost" else RandomRanker(rng)
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        if tracker.budget is None:
+            tracker.budget = self.budget
+        rng = np.random.default_rng(seed)
+        return guided_search(tracker, self._ranker(rng), rng, self.batch_size, self.kick)

@@ -1,0 +1,261 @@
+"""Placement-improvement moves and the features a learned scorer ranks them by.
+
+A *move* sends a set of groups to one device. Four kinds are proposed from a placement ``p``:
+
+* ``single``: one group ``g`` to a device ``d != p[g]`` (the neighbourhood of the local-search baselines);
+* ``class``: every group of ``g``'s *twin class* that sits on ``p[g]`` to ``d``. Twins are groups with the
+  same compute time on every device and the same weight and output sizes (the 12 identical layers of BERT
+  give classes of 12), so one move changes a repeated block everywhere at once;
+* ``segment``: ``g`` and the next ``L - 1`` groups in index order (a topological order) to ``d``, for ``L``
+  in :data:`SEGMENT_LENGTHS`: it crosses the cost of splitting a chain (two transfers, and another
+  subgraph launch on devices with an invoke overhead) that stops single moves;
+* ``window``: the groups on one device ``a`` among ``g`` and the next ``L - 1`` groups, for ``L`` in
+  :data:`WINDOW_LENGTHS`, to ``d``: it moves one of the parallel branches of a block (an Inception
+  module) to another device without touching the others.
+
+Every move is described by :data:`MOVE_FEATURES`, computed from the cost model and the current placement
+only (no evaluation): the change of compute and transfer time it causes (also weighted by how critical
+the groups are on the current placement's longest path), launch overheads, device loads, its size and
+kind. All are relative to the current latency, so one scorer serves graphs and platforms of any size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_gym.simulation.cost_model import CostModel
+
+KINDS = ("single", "class", "segment", "window")
+SEGMENT_LENGTHS = (2, 4, 8)
+WINDOW_LENGTHS = (4, 8, 16)
+MOVE_FEATURES = (
+    "d_compute",  # sum over moved groups of (time on d - time where it is) / latency
+    "d_compute_critical",  # the same, each group weighted by its criticality
+    "d_transfer",  # change of the transfer time of every edge touching the moved groups / latency
+    "d_transfer_critical",  # the same, each edge weighted by the criticality of its endpoints
+    "invoke_new",  # d's invoke overhead / latency if no outside neighbour of the set is on d
+    "invoke_old",  # invoke overhead of the devices the set leaves / latency
+    "load_target",  # compute already on d / latency
+    "load_target_after",  # compute on d after the move / latency
+    "load_source",  # compute on the devices the set leaves / latency
+    "criticality",  # largest criticality of a moved group
+    "size",  # log2(1 + moved groups) / log2(1 + G)
+    "kind_single",
+    "kind_class",
+    "kind_segment",
+    "kind_window",
+    "neighbours_on_target",  # fraction of the set's outside neighbours already on d
+    "speed_ratio",  # log(time of the set on d / time where it is), clipped to [-3, 3]
+)
+
+
+@dataclass(frozen=True)
+class Moves:
+    """Candidate moves of one placement.
+
+    Attributes:
+        members: Which groups each move sends, shape ``(M, G)``, bool.
+        target: Device each move sends them to, shape ``(M,)``, int64.
+        kind: Index into :data:`KINDS` of each move, shape ``(M,)``, int64.
+    """
+
+    members: np.ndarray
+    target: np.ndarray
+    kind: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+    def apply(self, placement: np.ndarray, index: int) -> np.ndarray:
+        """The placement after move ``index``, shape ``(G,)``."""
+        out = placement.copy()
+        out[self.members[index]] = self.target[index]
+        return out
+
+
+def twin_classes(cost: CostModel) -> np.ndarray:
+    """Class id of each group, shape ``(G,)``: groups with equal compute times on every device (to 6
+    significant digits) and equal weight and output bytes share one."""
+    finite = np.where(np.isfinite(cost.compute), cost.compute, -1.0)
+    key = np.column_stack([finite, cost.param_bytes, cost.out_bytes])
+    rounded = np.array([[float(f"{v:.6g}") for v in row] for row in key])
+    _, ids = np.unique(rounded, axis=0, return_inverse=True)
+    return np.asarray(ids, dtype=np.int64).reshape(-1)
+
+
+def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> Moves:
+    """Every move of the four kinds away from ``placement`` that keeps each group on an allowed device
+    and changes the placement; duplicates of one resulting set are kept (the search skips repeats)."""
+    g_count, d_count = allowed.shape
+    rows: list[np.ndarray] = []
+    targets: list[int] = []
+    kinds: list[int] = []
+    eye = np.eye(g_count, dtype=bool)
+    for g, d in zip(*np.nonzero(allowed)):
+        if d != placement[g]:
+            rows.append(eye[g])
+            targets.append(int(d))
+            kinds.append(0)
+    for c in np.unique(classes):
+        in_class = classes == c
+        for src in np.unique(placement[in_class]):
+            members = in_class & (placement == src)
+            if members.sum() < 2:
+                continue
+            for d in range(d_count):
+                if d != src and allowed[members, d].all():
+                    rows.append(members)
+                    targets.append(d)
+                    kinds.append(1)
+    index = np.arange(g_count)
+    for kind, lengths in ((2, SEGMENT_LENGTHS), (3, WINDOW_LENGTHS)):
+        for length in lengths:
+            if length > g_count:
+                break
+            first = np.arange(g_count - length + 1)
+            windows = (index[None, :] >= first[:, None]) & (
+                index[None, :] < first[:, None] + length
+            )  # (S, G)
+            sources = [None] if kind == 2 else range(d_count)
+            for src in sources:
+                if src is None:
+                    sets = windows
+                else:  # the groups of each window on device src: a whole window is a segment move
+                    sets = windows & (placement == src)[None, :]
+                    count = sets.sum(axis=1)
+                    sets = sets[(count >= 2) & (count < length)]
+                for d in range(d_count):
+                    if src is not None and d == src:
+                        continue
+                    ok = ~np.any(sets & ~allowed[:, d][None, :], axis=1)
+                    ok &= np.any(sets & (placement != d)[None, :], axis=1)
+                    for members in sets[ok]:
+                        rows.append(members)
+                        targets.append(d)
+                        kinds.append(kind)
+    if not rows:
+        return Moves(
+            np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        )
+    return Moves(np.stack(rows), np.asarray(targets, dtype=np.int64), np.asarray(kinds, dtype=np.int64))
+
+
+class MoveFeaturizer:
+    """Computes :data:`MOVE_FEATURES` of moves on one cost model (placement-independent parts cached)."""
+
+    def __init__(self, cost: CostModel) -> None:
+        self.cost = cost
+        self.compute = np.where(np.isfinite(cost.compute), cost.compute, 1e3)  # (G, D), inf -> 1000 s
+        inv_bw = cost.inverse_bandwidth().copy()
+        np.fill_diagonal(inv_bw, 0.0)
+        self.inv_bw = inv_bw  # (D, D)
+        self.link_latency = np.asarray(cost.link_latency, dtype=np.float64)  # (D, D), 0 on the diagonal
+        self.src, self.dst = cost.edge_src, cost.edge_dst  # (E,)
+        self.bytes = np.asarray(cost.edge_bytes, dtype=np.float64)  # (E,)
+
+    def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""
+        return self.link_latency[src, dst] + nbytes * self.inv_bw[src, dst]
+
+    def criticality(self, placement: np.ndarray) -> np.ndarray:
+        """``((top level + bottom level) / longest path) ** 4`` of each group under ``placement``, shape
+        ``(G,)``: 1 on the longest path of compute and transfer times, near 0 far off it."""
+        cost, g_count = self.cost, self.cost.num_groups
+        work = self.compute[np.arange(g_count), placement]
+        edge_time = self.transfer(self.bytes, placement[self.src], placement[self.dst])
+        top = self.transfer(cost.input_bytes, np.full(g_count, cost.host), placement)
+        bottom = work + self.transfer(cost.result_bytes, placement, np.full(g_count, cost.host))
+        order = np.argsort(self.dst, kind="stable")
+        for e in order:  # edges by destination: tops of sources are final (edge_src < edge_dst)
+            s, t = self.src[e], self.dst[e]
+            top[t] = max(top[t], top[s] + work[s] + edge_time[e])
+        for e in np.argsort(-self.src, kind="stable"):
+            s, t = self.src[e], self.dst[e]
+            bottom[s] = max(bottom[s], work[s] + edge_time[e] + bottom[t])
+        total = top + bottom
+        return (total / max(float(total.max()), 1e-30)) ** 4
+
+    def features(self, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
+        """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32.
+
+        Works on the (move, group) and (move, edge) pairs a move touches only, so its cost grows with the
+        moves' sizes, not with ``M x E``.
+        """
+        cost, g_count, d_count = self.cost, self.cost.num_groups, self.cost.num_devices
+        m_count = len(moves)
+        if m_count == 0:
+            return np.zeros((0, len(MOVE_FEATURES)), dtype=np.float32)
+        scale = 1.0 / max(latency, 1e-30)
+        crit = self.criticality(placement)  # (G,)
+        members, target = moves.members, moves.target
+        here = self.compute[np.arange(g_count), placement]  # (G,)
+        mi, gi = np.nonzero(members)  # (P,) moved (move, group) pairs
+        to = target[mi]
+        there = self.compute[gi, to]  # (P,)
+        delta = there - here[gi]
+        d_compute = np.bincount(mi, delta, m_count) * scale
+        d_compute_crit = np.bincount(mi, delta * crit[gi], m_count) * scale
+        # transfers of graph inputs and results, and of every edge with an endpoint in the set
+        host = cost.host
+        d_io = (
+            self.transfer(cost.input_bytes[gi], host, to) + self.transfer(cost.result_bytes[gi], to, host)
+            - self.transfer(cost.input_bytes[gi], host, placement[gi])
+            - self.transfer(cost.result_bytes[gi], placement[gi], host)
+        )  # fmt: skip
+        in_src, in_dst = members[:, self.src], members[:, self.dst]  # (M, E)
+        me, ee = np.nonzero(in_src | in_dst)  # (Q,) touched (move, edge) pairs
+        s_in, t_in = in_src[me, ee], in_dst[me, ee]
+        src_dev = np.where(s_in, target[me], placement[self.src[ee]])
+        dst_dev = np.where(t_in, target[me], placement[self.dst[ee]])
+        old_edge = self.transfer(self.bytes, placement[self.src], placement[self.dst])  # (E,)
+        d_edge = self.transfer(self.bytes[ee], src_dev, dst_dev) - old_edge[ee]
+        edge_crit = np.maximum(crit[self.src], crit[self.dst])[ee]
+        d_transfer = (np.bincount(me, d_edge, m_count) + np.bincount(mi, d_io, m_count)) * scale
+        d_transfer_crit = (
+            np.bincount(me, d_edge * edge_crit, m_count) + np.bincount(mi, d_io * crit[gi], m_count)
+        ) * scale
+        # neighbours outside the set (distinct per move), and which of them sit on the target device
+        boundary = s_in != t_in
+        other = np.where(s_in, self.dst[ee], self.src[ee])[boundary]
+        pairs = np.unique(me[boundary] * g_count + other)
+        pm, pg = pairs // g_count, pairs % g_count
+        n_outside = np.bincount(pm, minlength=m_count)
+        n_on_target = np.bincount(pm, placement[pg] == target[pm], m_count)
+        invoke = np.asarray(cost.invoke_overhead, dtype=np.float64)
+        invoke_new = np.where(n_on_target > 0, 0.0, invoke[target]) * scale
+        left = (
+            np.bincount(mi * d_count + placement[gi], minlength=m_count * d_count).reshape(m_count, d_count)
+            > 0
+        )
+        left &= target[:, None] != np.arange(d_count)[None, :]  # devices each set leaves
+        invoke_old = (left * invoke[None, :]).sum(axis=1) * scale
+        load = np.bincount(placement, weights=here, minlength=d_count)  # (D,)
+        load_target = load[target] * scale
+        there_sum = np.bincount(mi, there, m_count)
+        here_sum = np.bincount(mi, here[gi], m_count)
+        load_source = (left * load[None, :]).sum(axis=1) * scale
+        max_crit = np.zeros(m_count)
+        np.maximum.at(max_crit, mi, crit[gi])
+        size = np.bincount(mi, minlength=m_count)
+        speed = np.clip(np.log(np.maximum(there_sum, 1e-12) / np.maximum(here_sum, 1e-12)), -3.0, 3.0)
+        out = np.column_stack(
+            [
+                d_compute,
+                d_compute_crit,
+                d_transfer,
+                d_transfer_crit,
+                invoke_new,
+                invoke_old,
+                load_target,
+                load_target + there_sum * scale,
+                load_source,
+                max_crit,
+                np.log2(1 + size) / np.log2(1 + g_count),
+                np.eye(len(KINDS))[moves.kind],  # (M, K)
+                n_on_target / np.maximum(n_outside, 1),
+                speed,
+            ]
+        )
+        return np.clip(out, -10.0, 10.0).astype(np.float32)

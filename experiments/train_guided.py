@@ -1,0 +1,152 @@
+"""Pretrain the move scorer of ``guided_improvement`` on simulated improvement episodes.
+
+Training tasks are zoo models on platforms whose costs are randomly perturbed (per device compute speed,
+per group noise, link latency and bandwidth, invoke overhead: ``variants`` draws per task, the first one
+unperturbed), so that the scorer learns from cost-model features rather than one platform. Each episode
+runs the guided search (:func:`agents.learned.search.guided_search`) with a noisy ranker and records every
+evaluated move; round 1 ranks by the hand-written :class:`~agents.learned.search.CostRanker`, later rounds
+by the scorer fitted so far (DAgger-style: the data follow the learned policy's own visits). Held-out model
+families must not be listed in ``--models``.
+
+    python -m experiments.train_guided                       # writes agents/learned/pretrained/
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+import numpy as np
+
+from agents.base import BudgetTracker
+from agents.learned.scorer import PRETRAINED, MoveScorer, fit_scorer
+from agents.learned.search import CostRanker, NoisyRanker, guided_search
+from placement_gym.benchmarks import load_benchmark
+from placement_gym.platforms import load_platform
+from placement_gym.problem import PlacementProblem
+from placement_gym.simulation.backend import SimulatedBackend
+from placement_gym.simulation.cost_model import CostModel
+
+MODELS = ("tiny_cnn", "tiny_bert", "inception_v3", "resnet50", "bert")
+PLATFORMS = ("cpu-dgpu", "cpu-igpu", "multi-accel")
+
+
+def perturbed(cost: CostModel, rng: np.random.Generator, sigma: float) -> CostModel:
+    """``cost`` with log-normally perturbed device speeds, group times, links and invoke overheads."""
+    g, d = cost.compute.shape
+    compute = (
+        cost.compute
+        * np.exp(sigma * rng.standard_normal(d))[None, :]
+        * np.exp(0.3 * sigma * rng.standard_normal((g, d)))
+    )
+    link = np.exp(sigma * rng.standard_normal((d, d)))
+    return dataclasses.replace(
+        cost,
+        compute=compute,
+        link_latency=cost.link_latency * link,
+        link_bandwidth=cost.link_bandwidth / np.exp(sigma * rng.standard_normal((d, d))),
+        invoke_overhead=cost.invoke_overhead * np.exp(sigma * rng.standard_normal(d)),
+    )
+
+
+def task_problems(models, platforms, variants: int, sigma: float, seed: int):
+    """Yield ``(name, problem)`` for every model, platform and perturbation."""
+    rng = np.random.default_rng(seed)
+    for model in models:
+        bench = load_benchmark(model)
+        coarse = bench.coarsen("fused")
+        for name in platforms:
+            plat = load_platform(name)
+            base = CostModel.from_benchmark(bench, coarse, plat)
+            for v in range(variants):
+                cost = base if v == 0 else perturbed(base, rng, sigma)
+                backend = SimulatedBackend(bench, coarse, plat, cost_model=cost)
+                yield f"{model}/{name}/{v}", PlacementProblem(bench, coarse, plat, backend)
+
+
+def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Run one episode per problem; return the evaluated moves' features, changes and the evaluations."""
+    feats, changes, evaluations = [], [], 0
+    for i, (_, problem) in enumerate(problems):
+        rng = np.random.default_rng([seed, i])
+        tracker = BudgetTracker(problem, budget)
+        guided_search(
+            tracker,
+            ranker_of(rng),
+            rng,
+            batch_size=4,
+            recorder=lambda f, c: (feats.append(f), changes.append(c)),
+        )
+        evaluations += tracker.used
+        tracker.detach()
+    return np.concatenate(feats), np.concatenate(changes), evaluations
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS))
+    parser.add_argument("--variants", type=int, default=2, help="cost perturbations per task (first: none)")
+    parser.add_argument("--sigma", type=float, default=0.5, help="log-normal spread of the perturbations")
+    parser.add_argument("--budget", type=int, default=300, help="evaluations per training episode")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--noise", type=float, default=1.0, help="exploration noise, in score std units")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--objective", choices=("improve", "mse"), default="improve")
+    parser.add_argument("--data", help="an .npz of moves to add to (and, with --rounds 0, fit on only)")
+    parser.add_argument("--save-data", help="write every collected move to this .npz")
+    parser.add_argument("--out", default=str(PRETRAINED))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    problems = list(task_problems(args.models, args.platforms, args.variants, args.sigma, args.seed))
+    feats, changes, evaluations = [], [], 0
+    scorer: MoveScorer | None = None
+    loss = float("nan")
+    if args.data:
+        data = np.load(args.data)
+        feats.append(data["features"])
+        changes.append(data["change"])
+        evaluations += int(data["evaluations"])
+        scorer, loss = fit_scorer(feats[0], changes[0], objective=args.objective, seed=args.seed)
+    for r in range(args.rounds):
+        base = scorer if scorer is not None else CostRanker()
+        f, c, n = collect(
+            problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r
+        )
+        feats.append(f)
+        changes.append(c)
+        evaluations += n
+        scorer, loss = fit_scorer(
+            np.concatenate(feats), np.concatenate(changes), objective=args.objective, seed=args.seed
+        )
+        print(f"round {r}: {n} evaluations, {sum(len(x) for x in feats)} moves, loss {loss:.4f}", flush=True)
+    wall = time.perf_counter() - start
+    if args.save_data:
+        np.savez(
+            args.save_data,
+            features=np.concatenate(feats),
+            change=np.concatenate(changes),
+            evaluations=evaluations,
+        )
+    scorer.save(
+        args.out,
+        {
+            "command": "python -m experiments.train_guided "
+            + " ".join(sys.argv[1:] if argv is None else argv),
+            "tasks": [name for name, _ in problems],
+            "evaluations": evaluations,
+            "moves": int(sum(len(x) for x in feats)),
+            "loss": loss,
+            "wall_seconds": round(wall, 1),
+            "load_1min": round(os.getloadavg()[0], 2),
+            "args": vars(args),
+        },
+    )
+    print(f"saved {args.out}: {evaluations} evaluations, {wall:.0f} s, load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
