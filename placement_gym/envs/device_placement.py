@@ -47,6 +47,9 @@ class DevicePlacementEnv(gym.Env):
       calibration);
     * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
       suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``);
+    * ``DevicePlacement-<model>-model_parallel-sim-v0``: the suite's memory-constrained tasks (simulated,
+      platform ``model-parallel``: every device's memory a fraction of the model's weights, so no single
+      device holds it; the baseline is the best of Baechi's memory-aware list schedulers);
     * ``DevicePlacement-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
@@ -87,7 +90,8 @@ class DevicePlacementEnv(gym.Env):
     ## Rewards
 
     ``baseline`` is the latency of the best single-device placement (all groups on one device), found once
-    per problem with ``D`` evaluations that are counted apart (``problem.baseline_evaluations``).
+    per problem with ``D`` evaluations that are counted apart (``problem.baseline_evaluations``); where no
+    single device can hold the model, the feasible split stored with the task (``problem.baseline``).
 
     | ``reward`` | value | infeasible placement (default ``infeasible_reward``) |
     |---|---|---|
@@ -166,6 +170,7 @@ class DevicePlacementEnv(gym.Env):
       speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
     * ``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``: initial version.
+    * ``DevicePlacement-<model>-model_parallel-sim-v0``: initial version.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
@@ -343,7 +348,7 @@ class DevicePlacementEnv(gym.Env):
         elif self.initial_placement == "random":
             self.placement = self.np_random.integers(0, self.num_devices, g).astype(np.int64)
         elif self.initial_placement == "best_single":
-            self.placement = np.full(g, self.problem.baseline_device, dtype=np.int64)
+            self.placement = self.problem.baseline_placement.copy()
         else:
             self.placement = np.full(g, self.problem.host, dtype=np.int64)
         if self.mode == "sequential" and self.sequential_reward == "incremental":

@@ -163,11 +163,27 @@ def test_exact_method_equals_brute_force(seed: int, k: int, platform: str, invok
     assert result.extra["status"] == "Optimal" and result.extra["gap"] <= 1e-6
 
 
-def test_memory_bound_problems_fall_back_to_the_whole_milp() -> None:
-    env = random_problem(104, 8, "cpu-dgpu", capacity=[1e12, 14e3])
-    result = make_method("exact", time_limit=30).place(env)
-    assert result.extra["solver"].startswith("milp")
-    assert result.latency == pytest.approx(brute_force(env), rel=1e-7)
+# capacities below every single device's peak (70-90% of it), where the unconstrained optimum overfills
+@pytest.mark.parametrize(
+    ("seed", "k", "platform", "capacity"),
+    [
+        (104, 8, "cpu-dgpu", 17652.0),
+        (5, 7, "cpu-dgpu", 21696.0),
+        (7, 6, "multi-accel", 13107.0),
+        (11, 8, "cpu-igpu", 16617.0),
+    ],
+)
+def test_memory_bound_problems_equal_brute_force(seed: int, k: int, platform: str, capacity: float) -> None:
+    free = random_problem(seed, k, platform)
+    env = random_problem(seed, k, platform, capacity=[capacity] * free.num_devices)
+    optimum = brute_force(env)
+    assert np.isfinite(optimum) and optimum > brute_force(free) * (1 + 1e-6)  # memory binds
+    assert not env.problem.has_baseline  # no single device holds the model
+    result = make_method("exact", time_limit=60).place(env)
+    assert result.extra["solver"].startswith("lagrangian")
+    assert result.latency == pytest.approx(optimum, rel=1e-7)
+    assert result.extra["lower_bound"] <= optimum * (1 + 1e-7)
+    assert result.extra["status"] == "Optimal"
 
 
 def test_bad_settings_are_named() -> None:
