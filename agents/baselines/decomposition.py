@@ -21,9 +21,13 @@ is a max of sums, and a dropped copy also leaves its link free sooner), so the s
 optima is a lower bound of the true optimum, which the exact solver checks against the simulated latency
 of the placement it assembles. A dropped edge between two groups on a device with an invoke overhead
 would join their subgraphs, and through later groups even subgraphs of earlier segments, so a segment's
-model could charge an overhead the real schedule does not: that is not a relaxation. When the dropped
-edges' sources may sit on such a device, the exact solver models every segment with the invoke overheads
-of the ``free_invoke`` devices set to 0.
+model could charge an overhead the real schedule does not: that is not a relaxation. With one source
+pinned to such a device ``v`` (``prepaid=v``), the model keeps the overheads and marks as already started
+on ``v`` (:attr:`~placement_gym.simulation.schedule.Schedule.prepaid`) the subgraphs of the dropped edges'
+targets (joined to the source's, which started before the segment: exact), of the anchor (started before
+the cut: exact, and no offset), and of the segment's last group (it may join the source's through later
+groups: a relaxation of at most one overhead). With several sources, the exact solver models every segment
+with the invoke overheads of the ``free_invoke`` devices set to 0.
 
 A segment's model may also carry a **penalty** per (own group, device), seconds added to its time: a cost
 that is a sum over groups stays a sum over segments, so the shortest path still minimises latency plus
@@ -175,8 +179,11 @@ class SegmentModel:
 
     def offset(self, anchor_device: int) -> float:
         """Seconds the model's time runs ahead of the segment's: the anchor's invoke overhead, which the
-        model charges at its start (in the real schedule it was charged before the cut)."""
-        return float(self.cost.invoke_overhead[anchor_device]) if self.anchor >= 0 else 0.0
+        model charges at its start (in the real schedule it was charged before the cut), unless the anchor
+        is prepaid on that device."""
+        if self.anchor < 0 or self.schedule.prepaid[self.anchor] == anchor_device:
+            return 0.0
+        return float(self.cost.invoke_overhead[anchor_device])
 
 
 def segment_model(
@@ -185,6 +192,7 @@ def segment_model(
     seg: Segment,
     free_invoke: np.ndarray,
     penalty: np.ndarray | None = None,
+    prepaid: int | None = None,
 ) -> SegmentModel:
     """The cost model of ``seg`` (see :class:`SegmentModel`).
 
@@ -195,6 +203,7 @@ def segment_model(
         free_invoke: Devices whose invoke overhead is set to 0, shape ``(D,)``, bool (see the module
             docstring).
         penalty: Seconds added per (group, device) of the whole graph, shape ``(G, D)``; ``None``: none.
+        prepaid: The device of the dropped edges' one source (see the module docstring), or ``None``.
     """
     members = list(seg.groups) + ([seg.anchor] if seg.anchor >= 0 else [])
     groups = np.array(sorted(members), dtype=np.int64)
@@ -237,7 +246,14 @@ def segment_model(
         own_penalty[:] = penalty[groups]
         if anchor >= 0:
             own_penalty[anchor] = 0.0
-    return SegmentModel(sub, Schedule.build(sub, order), groups, anchor, local[seg.end], own_penalty)
+    started = np.full(len(groups), -1, dtype=np.int64)
+    if prepaid is not None:
+        heads = {t for _, t in seg.dropped} | ({seg.anchor} if seg.anchor >= 0 else set())
+        if not seg.last:
+            heads.add(seg.end)
+        started[[local[g] for g in heads]] = prepaid
+    schedule = Schedule.build(sub, order, started)
+    return SegmentModel(sub, schedule, groups, anchor, local[seg.end], own_penalty)
 
 
 def memory_can_bind(cost: CostModel) -> bool:

@@ -15,10 +15,12 @@ How it works (the cuts and why they decompose the latency: :mod:`agents.baseline
    simulator evaluates: the upper bound. The relative gap between them is reported; ``gap == 0`` is a proof
    of optimality.
 
-When edges were dropped and the platform has a device with an invoke overhead, the bound is the smaller
-of two cases: the dropped edges' sources all on devices without one (the segments' models keep every
-overhead: a dropped edge then never joins two subgraphs that pay one), or not (the models charge no invoke
-overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+When edges were dropped and the platform has a device with an invoke overhead, the bound is the smallest
+over cases: the dropped edges' sources all on devices without one (the segments' models keep every
+overhead: a dropped edge then never joins two subgraphs that pay one); with one source, that source on each
+device ``v`` with one (the models keep the overheads and count the subgraphs the source's edges join as
+started on ``v``: :func:`~agents.baselines.decomposition.segment_model`); with several, any devices (the
+models charge no invoke overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
 ``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
 placement.
 
@@ -150,7 +152,7 @@ class SegmentTable:
         if end is not None:
             mask[model.end] = False
             mask[model.end, end] = True
-        milp = build_milp(model.cost, mask, model.schedule.order)
+        milp = build_milp(model.cost, mask, model.schedule.order, model.schedule.prepaid)
         for i, d in zip(*np.nonzero((milp.x >= 0) & (model.penalty != 0))):
             milp.builder.cost[int(milp.x[i, d])] += float(model.penalty[i, d]) * TIME_SCALE
         h = milp.builder.highs()
@@ -275,15 +277,19 @@ def solve_decomposed(
             break
     invoke = cost.invoke_overhead > 0
     sources = sorted({s for seg in parts for s, _ in seg.dropped})
-    cases = [(np.zeros(cost.num_devices, dtype=bool), None)]
+    none = np.zeros(cost.num_devices, dtype=bool)
+    cases: list[tuple[np.ndarray, np.ndarray | None, int | None]] = [(none, None, None)]
     if sources and invoke.any():
         # the complement of "every source on a device without an overhead": with one source, that source
-        # on a device with one; with several, any devices
-        others = invoke.copy() if len(sources) == 1 else None
-        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), others)]
+        # on each device with one in turn (its targets' subgraphs prepaid there); with several, any devices
+        cases = [(none, ~invoke, None)]
+        if len(sources) == 1:
+            cases += [(none, np.arange(cost.num_devices) == v, int(v)) for v in np.flatnonzero(invoke)]
+        else:
+            cases.append((invoke.copy(), None, None))
 
     best_bound, best_value, best_latency, best_placement, milp_segments = np.inf, np.inf, np.inf, None, 0
-    for free_invoke, source_devices in cases:
+    for free_invoke, source_devices, prepaid in cases:
         mask = allowed.copy()
         if source_devices is not None:
             mask[sources] &= source_devices
@@ -291,7 +297,7 @@ def solve_decomposed(
             continue
         tables = []
         for seg in parts:
-            model = segment_model(cost, sched, seg, free_invoke, penalty)
+            model = segment_model(cost, sched, seg, free_invoke, penalty, prepaid)
             tables.append(
                 SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
             )

@@ -1,21 +1,24 @@
-"""The exact solver when memory can bind: a Lagrangian relaxation of the weights solved by the decomposition,
+"""The exact solver when memory can bind: a Lagrangian relaxation of memory solved by the decomposition,
 then the whole-graph MILP warm-started from the best placement and cut by the best bound.
 
 The simulator's memory rule (:mod:`placement_gym.simulation.schedule`) is a peak over the whole schedule,
 so it couples every segment of :mod:`agents.baselines.decomposition`. Three steps:
 
-1. **Lagrangian bound.** A device's peak is at least the weights it holds, so every feasible placement
-   satisfies ``W_d(p) <= capacity_d`` with ``W_d(p)`` the weight bytes placed on ``d``. For multipliers
-   ``lam >= 0`` (seconds per byte),
+1. **Lagrangian bound.** At schedule position ``k`` a device holds at least ``M_d(k, p) = sum over its
+   groups g of A[g, k]``: the weights, each output while it is live (from its producer's position to its
+   last consumer's) and each graph input up to its consumer; the simulator also counts received copies,
+   which are left out (so ``M`` is a lower bound of its liveness). Every feasible placement satisfies
+   ``M_d(k, p) <= capacity_d`` for all ``d, k``, so for multipliers ``mu >= 0`` (seconds per byte)
 
-       L(lam) = min_p [latency(p) + sum_d lam_d W_d(p)] - sum_d lam_d capacity_d
+       L(mu) = min_p [latency(p) + sum_{d,k} mu[d, k] M_d(k, p)] - sum_{d,k} mu[d, k] capacity_d
 
    is a lower bound of the optimum (Fisher, "The Lagrangian relaxation method for solving integer
-   programming problems", Management Science 1981). The penalty ``lam_d W_d(p)`` is a sum over groups, so
-   the decomposition minimises it exactly (segment penalties; memory itself left out), and its lower bound
-   of that minimum is a lower bound of ``L(lam) + sum_d lam_d capacity_d``. The multipliers follow
-   subgradient steps with Polyak's step length ``theta (UB - L) / ||g||^2``, ``g_d = W_d(p_lam) -
-   capacity_d``, halving ``theta`` after two iterations without a better bound.
+   programming problems", Management Science 1981). The penalty is a sum over groups
+   (``sum_k mu[d, k] A[g, k]`` for group ``g`` on ``d``), so the decomposition minimises it exactly
+   (segment penalties; memory itself left out), and its lower bound of that minimum gives a lower bound of
+   ``L(mu)``. The multipliers follow subgradient steps with Polyak's step length ``theta (UB - L) /
+   ||s||^2``, ``s[d, k] = M_d(k, p_mu) - capacity_d``, halving ``theta`` after two iterations without a
+   better bound.
 2. **Placements.** Every placement a step produces, the caller's candidates (HEFT, Baechi's list
    schedulers) and a single-group-move descent from the best feasible one are run through the simulator with
    memory; the best feasible one is the upper bound.
@@ -68,6 +71,16 @@ class MemoryResult:
         return max(0.0, (self.latency - self.lower_bound) / self.latency)
 
 
+def resident_bytes(cost: CostModel, sched: Schedule) -> np.ndarray:
+    """``A[g, k]``: bytes group ``g`` holds on its device at schedule position ``k`` whatever the other
+    groups' devices (weights, its output while live, its graph input until it runs), shape ``(G, G)``."""
+    k = np.arange(cost.num_groups)[None, :]  # (1, K)
+    pos, last = sched.pos[:, None], sched.last_use[:, None]  # (G, 1)
+    live = (pos <= k) & (k < last)
+    waiting = k <= pos
+    return cost.param_bytes[:, None] + cost.out_bytes[:, None] * live + cost.input_bytes[:, None] * waiting
+
+
 def _descend(sched: Schedule, allowed: np.ndarray, placement: np.ndarray, latency: float, deadline: float):
     """Best-improvement descent over single-group moves, feasible placements only (the simulator decides)."""
     g_count, d_count = allowed.shape
@@ -111,7 +124,9 @@ def solve_with_memory(
     allowed = allowed & np.isfinite(cost.compute)
     sched = Schedule.build(cost)
     free = dataclasses.replace(cost, capacity=np.full(cost.num_devices, np.inf))
-    weights, capacity = cost.param_bytes, cost.capacity  # (G,), (D,)
+    resident = resident_bytes(cost, sched)  # (G, K)
+    capacity = np.where(np.isfinite(cost.capacity), cost.capacity, 0.0)[:, None]  # (D, 1)
+    bounded = np.isfinite(cost.capacity)[:, None]  # (D, 1)
 
     best, best_latency = None, np.inf
 
@@ -127,16 +142,15 @@ def solve_with_memory(
     def gap(bound: float) -> float:
         return max(0.0, (best_latency - bound) / best_latency) if np.isfinite(best_latency) else 1.0
 
-    lam = np.zeros(cost.num_devices)  # seconds per byte
+    mu = np.zeros((cost.num_devices, resident.shape[1]))  # (D, K) seconds per byte
     lower, theta, stale, iterations = 0.0, 1.0, 0, 0
-    finite_cap = np.isfinite(capacity)
     while time.perf_counter() < deadline and gap(lower) > target_gap and theta > 1e-3:
         iterations += 1
-        penalty = weights[:, None] * lam[None, :]  # (G, D)
+        penalty = resident @ mu.T  # (G, D)
         dec = solve_decomposed(
             free, allowed, max_segment, enumerate_limit, segment_time_limit, threads, penalty=penalty
         )
-        value = dec.lower_bound - float(np.sum(lam[finite_cap] * capacity[finite_cap]))
+        value = dec.lower_bound - float(np.sum(mu * capacity))
         offer(dec.placement)
         if value > lower * (1 + 1e-9):
             lower, stale = value, 0
@@ -144,16 +158,17 @@ def solve_with_memory(
             stale += 1
             if stale >= 2:
                 theta, stale = theta / 2, 0
-        used = np.bincount(dec.placement, weights=weights, minlength=cost.num_devices)
-        sub = np.where(finite_cap, used - np.where(finite_cap, capacity, 0.0), 0.0)  # (D,) bytes
-        if not np.any(sub > 0) and np.allclose(lam * sub, 0.0):
-            break  # the relaxed optimum fits and the multipliers are complementary: L is the optimum of W
-        norm = float(sub @ sub)
-        if norm == 0.0 or not np.isfinite(best_latency):
-            step = 1e-3 * max(dec.objective, 1e-9) / max(float(weights.sum()), 1.0)
-            lam = np.maximum(0.0, lam + step * np.sign(sub))
+        onehot = np.eye(cost.num_devices)[dec.placement]  # (G, D)
+        sub = np.where(bounded, onehot.T @ resident - capacity, 0.0)  # (D, K) bytes
+        sub = np.where((mu > 0) | (sub > 0), sub, 0.0)  # components that cannot move mu
+        if not np.any(sub > 0) and np.allclose(mu * sub, 0.0):
+            break  # the relaxed optimum fits and the multipliers are complementary
+        norm = float(np.sum(sub * sub))
+        if not np.isfinite(best_latency):
+            scale = 1e-3 * max(dec.objective, 1e-9) / max(float(resident.max()), 1.0)
+            mu = np.maximum(0.0, mu + scale * np.sign(sub))
         else:
-            lam = np.maximum(0.0, lam + theta * (best_latency - value) / norm * sub)
+            mu = np.maximum(0.0, mu + theta * (best_latency - value) / norm * sub)
 
     if best is not None:
         best, best_latency = _descend(sched, allowed, best, best_latency, deadline)

@@ -3,6 +3,7 @@ drops jumping edges, and the same answer whether segments are enumerated or solv
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from agents import make_method
 from agents.baselines.decomposition import find_cuts, segments
 from agents.baselines.exact import ExactPlacement, solve_decomposed
+from agents.baselines.exact_memory import resident_bytes
 from agents.baselines.heft import heft_placement
 from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
@@ -191,3 +193,20 @@ def test_bad_settings_are_named() -> None:
         ExactPlacement(segment_time_limit=0)
     with pytest.raises(PlacementGymError, match="max_segment"):
         ExactPlacement(max_segment=0)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_resident_bytes_bound_the_simulated_peak(seed: int) -> None:
+    """The Lagrangian's memory rows: exact on one device (no copies), below the peak of any split."""
+    cost = block_cost(seed, 3, 2)
+    sched = Schedule.build(cost)
+    resident = resident_bytes(cost, sched)  # (G, K)
+    probe = dataclasses.replace(cost, capacity=np.zeros(2))  # every placement overflows: run() gives the peak
+    single = Schedule.build(probe).run(np.zeros(cost.num_groups, dtype=np.int64))[2]
+    assert resident.sum(axis=0).max() == pytest.approx(single, rel=1e-12)
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        placement = rng.integers(0, 2, cost.num_groups)
+        lower = resident[placement == 0].sum(axis=0).max(initial=0.0)
+        probe = dataclasses.replace(cost, capacity=np.array([0.0, np.inf]))
+        assert lower <= Schedule.build(probe).run(placement)[2] * (1 + 1e-12) or lower == 0.0
