@@ -106,6 +106,7 @@ def solve_with_memory(
     enumerate_limit: int = 1 << 20,
     segment_time_limit: float = 60.0,
     threads: int | None = None,
+    lagrangian_share: float = 0.5,
 ) -> MemoryResult:
     """Best feasible placement and a proven lower bound when memory can bind (the module docstring).
 
@@ -118,9 +119,11 @@ def solve_with_memory(
         target_gap: Stop when the relative gap is at most this.
         max_segment, enumerate_limit, segment_time_limit, threads: Settings of
             :func:`~agents.baselines.exact.solve_decomposed`.
+        lagrangian_share: Share of ``time_limit`` for the Lagrangian steps; the whole-graph MILP gets the rest.
     """
     start = time.perf_counter()
     deadline = start + time_limit
+    lagrangian_deadline = start + lagrangian_share * time_limit
     allowed = allowed & np.isfinite(cost.compute)
     sched = Schedule.build(cost)
     free = dataclasses.replace(cost, capacity=np.full(cost.num_devices, np.inf))
@@ -144,7 +147,7 @@ def solve_with_memory(
 
     mu = np.zeros((cost.num_devices, resident.shape[1]))  # (D, K) seconds per byte
     lower, theta, stale, iterations = 0.0, 1.0, 0, 0
-    while time.perf_counter() < deadline and gap(lower) > target_gap and theta > 1e-3:
+    while time.perf_counter() < lagrangian_deadline and gap(lower) > target_gap and theta > 1e-3:
         iterations += 1
         penalty = resident @ mu.T  # (G, D)
         dec = solve_decomposed(

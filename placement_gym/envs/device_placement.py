@@ -106,9 +106,8 @@ class DevicePlacementEnv(gym.Env):
 
     ``info`` is empty after ``reset()`` and after the non-final steps of sequential mode with
     ``sequential_reward="final"``. After an evaluated step (the one-shot step, the last sequential step, or
-    every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds; the baseline
-    is ``nan`` if no single device can run the model), ``speedup`` (``baseline / latency``, 0 if
-    infeasible), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
+    every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds), ``speedup``
+    (``baseline / latency``, 0 if infeasible; these two only if the problem has a baseline), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
     normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device,
     1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
     seconds and timed runs; 0 for the simulator), ``placement`` (the ``(G,)`` placement evaluated, unplaced
@@ -316,11 +315,11 @@ class DevicePlacementEnv(gym.Env):
             return {}
         res = evaluation.result
         problem = self.problem
-        base = problem.baseline.latency if problem.has_baseline else float("nan")
-        info: dict[str, Any] = dict(
-            latency=res.latency,
-            baseline_latency=base,
-            speedup=base / res.latency if res.feasible else 0.0,
+        info: dict[str, Any] = dict(latency=res.latency)
+        if problem.has_baseline:  # absent rather than nan (nan would break equality checks)
+            base = problem.baseline.latency
+            info.update(baseline_latency=base, speedup=base / res.latency if res.feasible else 0.0)
+        info.update(
             feasible=res.feasible,
             reason=res.reason,
             spread=res.spread,

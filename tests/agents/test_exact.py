@@ -210,3 +210,29 @@ def test_resident_bytes_bound_the_simulated_peak(seed: int) -> None:
         lower = resident[placement == 0].sum(axis=0).max(initial=0.0)
         probe = dataclasses.replace(cost, capacity=np.array([0.0, np.inf]))
         assert lower <= Schedule.build(probe).run(placement)[2] * (1 + 1e-12) or lower == 0.0
+
+
+@pytest.mark.parametrize("invoke", [20e-6, 60e-6])
+@pytest.mark.parametrize("enumerate_limit", [4096, 1])
+def test_one_dropped_source_keeps_the_invoke_overheads(invoke: float, enumerate_limit: int) -> None:
+    """A broadcast source on the invoke device: the segment models count the subgraphs its edges join as
+    started (instead of freeing every overhead), which proves this optimum (by enumeration and by MILP
+    segments alike); freeing every overhead left a gap here."""
+    cost = block_cost(2, 3, 3, invoke, broadcast=True)
+    optimum = float(enumerate_all(cost).min())
+    allowed = np.ones((cost.num_groups, 3), dtype=bool)
+    result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=enumerate_limit)
+    assert result.dropped > 0
+    assert result.latency == pytest.approx(optimum, rel=1e-9)
+    assert result.gap <= 1e-6 and result.lower_bound <= optimum * (1 + 1e-9)
+
+
+def test_prepaid_groups_pay_no_invoke_overhead() -> None:
+    cost = block_cost(0, 1, 2, invoke=50e-6)
+    on_last = np.ones(cost.num_groups, dtype=np.int64)  # everything on the device with the overhead
+    plain = Schedule.build(cost).run(on_last)[0]
+    prepaid = Schedule.build(cost, prepaid=np.full(cost.num_groups, 1)).run(on_last)[0]
+    other = Schedule.build(cost, prepaid=np.full(cost.num_groups, 0)).run(on_last)[0]
+    assert plain - prepaid == pytest.approx(50e-6, rel=1e-9) and other == plain
+    with pytest.raises(PlacementGymError, match="prepaid must have shape"):
+        Schedule.build(cost, prepaid=np.zeros(2))
