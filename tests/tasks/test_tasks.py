@@ -72,7 +72,7 @@ def test_model_parallel_tasks_need_a_split(model: str) -> None:
     problem = env.problem
     for d in range(problem.num_devices):
         single = problem.evaluate(np.full(problem.num_groups, d, dtype=np.int64))
-        assert not single.feasible and "out of memory" in single.reason
+        assert not single.feasible and "out of memory" in single.result.reason
     assert problem.has_baseline and problem.baseline.latency == pytest.approx(ref.baseline_latency, rel=1e-12)
     assert np.array_equal(problem.baseline_placement, ref.baseline_placement)
     with pytest.raises(PlacementGymError, match="baseline_placement"):
