@@ -74,7 +74,8 @@ def solve_task(model: str, platform: str, threads: int | None = None) -> Referen
     feasible = {name: res.latency for name, res in singles.items() if res.feasible}
     if feasible:
         baseline = min(feasible, key=feasible.get)
-        baseline_name, baseline_latency, baseline_placement = f"single device {baseline}", feasible[baseline], None
+        baseline_name, baseline_latency = f"single device {baseline}", feasible[baseline]
+        baseline_placement = None
     else:
         method, placement, baseline_latency = memory_aware_baseline(env)
         baseline_name, baseline_placement = method, tuple(int(d) for d in placement)

@@ -370,7 +370,9 @@ class ExactPlacement(PlacementMethod):
         self.time_limit = time_limit
         self.threads = threads
 
-    def _place_with_memory(self, cost: CostModel, allowed: np.ndarray, tracker: BudgetTracker) -> dict[str, Any]:
+    def _place_with_memory(
+        self, cost: CostModel, allowed: np.ndarray, tracker: BudgetTracker
+    ) -> dict[str, Any]:
         from agents.baselines.baechi import etf_placement, favourite_children, m_topo_placement
         from agents.baselines.exact_memory import solve_with_memory
 
@@ -379,7 +381,11 @@ class ExactPlacement(PlacementMethod):
             m_topo_placement(cost, allowed),
             etf_placement(cost, allowed)[0],
             etf_placement(cost, allowed, favourite_children(cost))[0],
-        ] + [np.full(cost.num_groups, d, dtype=np.int64) for d in range(cost.num_devices) if allowed[:, d].all()]
+        ] + [
+            np.full(cost.num_groups, d, dtype=np.int64)
+            for d in range(cost.num_devices)
+            if allowed[:, d].all()
+        ]
         for placement in candidates:
             evaluate_within_budget(tracker, placement)
         result = solve_with_memory(

@@ -290,7 +290,7 @@ class Schedule:
             pred_bytes=np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64),
             last_use=last_use.astype(np.int64),
             inv_bw=inv_bw,
-            prepaid=np.full(g, -1, dtype=np.int64) if prepaid is None else np.asarray(prepaid, dtype=np.int64),
+            prepaid=np.full(g, -1, dtype=np.int64) if prepaid is None else np.asarray(prepaid, np.int64),
         )
 
     def _args(self) -> tuple:
