@@ -12,7 +12,7 @@ from placement_gym.tasks import normalised_score, reference_optima, reference_op
 
 REFS = sorted(reference_optima().values(), key=lambda r: (r.platform, r.model))
 #: Tasks whose stored optimum is not proven: BERT on multi-accel, where the attention mask's edges over
-#: the cuts and the NPU's invoke overhead leave the exact solver a bound 2.7% below its placement.
+#: the cuts and the NPU's invoke overhead leave the exact solver a bound 1.2% below its placement.
 NOT_PROVEN = {("bert", "multi-accel")}
 
 
