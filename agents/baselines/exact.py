@@ -337,8 +337,8 @@ def solve_decomposed(
 class ExactPlacement(PlacementMethod):
     """The decomposed exact solver of the simulated latency, with a proven lower bound (module docstring).
 
-    Evaluations: HEFT's and the single-device placements, then the assembled placement (or, when memory
-    can bind, the whole-graph MILP's evaluations).
+    Evaluations: HEFT's and the single-device placements, then the assembled placement; when memory can
+    bind, also Baechi's m-TOPO, m-ETF and m-SCT placements, then the best feasible placement found.
 
     Args:
         max_segment: Largest segment solved whole before cutting at jumping edges.
