@@ -7,8 +7,9 @@ Usage::
 
 For every (model, platform) at the ``fused`` level it runs :class:`agents.baselines.exact.ExactPlacement`,
 re-evaluates its placement on the simulator, and stores the latency, the proven lower bound, the
-placement, the baseline (best single device), HEFT's latency, the solver's settings and its solve time
-with the machine's load. Tasks not asked for keep their stored entries. It prints the solver table of
+placement, the baseline (the best single device; on ``model-parallel``, where no single device holds the
+model, the best of Baechi's m-TOPO, m-ETF and m-SCT, with its placement), HEFT's latency, the solver's
+settings and its solve time with the machine's load. Tasks not asked for keep their stored entries. It prints the solver table of
 ``docs/RESULTS.md``.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
+from agents.baselines.baechi import etf_placement, favourite_children, m_topo_placement
 from agents.baselines.common import allowed_devices
 from agents.baselines.exact import ExactPlacement
 from agents.baselines.heft import heft_placement
@@ -31,8 +33,34 @@ from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, reference_optima
 
 #: Platforms with reference optima: the reference platform, its first calibration, and the suite's.
-PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel")
-SETTINGS: dict[str, Any] = {"max_segment": 40, "enumerate_limit": 1 << 20, "segment_time_limit": 60.0}
+PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel", "model-parallel")
+SETTINGS: dict[str, Any] = {
+    "max_segment": 40,
+    "enumerate_limit": 1 << 20,
+    "segment_time_limit": 60.0,
+    "time_limit": 600.0,  # used where memory can bind (model-parallel)
+}
+
+
+def memory_aware_baseline(env: DevicePlacementEnv) -> tuple[str, np.ndarray, float]:
+    """The best feasible placement of Baechi's memory-aware list schedulers: (name, placement, latency).
+
+    Raises:
+        RuntimeError: If none of them is feasible (the task then has no baseline).
+    """
+    cost, allowed = env.problem.cost_model(), allowed_devices(env.problem)
+    placements = {
+        "m_topo": m_topo_placement(cost, allowed),
+        "m_etf": etf_placement(cost, allowed)[0],
+        "m_sct": etf_placement(cost, allowed, favourite_children(cost))[0],
+    }
+    results = {name: env.problem.evaluate(p) for name, p in placements.items()}
+    feasible = {name: r.latency for name, r in results.items() if r.feasible}
+    if not feasible:
+        reasons = "; ".join(f"{name}: {r.result.reason}" for name, r in results.items())
+        raise RuntimeError(f"no memory-aware list scheduler finds a feasible placement ({reasons})")
+    name = min(feasible, key=feasible.get)
+    return name, placements[name], feasible[name]
 
 
 def solve_task(model: str, platform: str, threads: int | None = None) -> ReferenceOptimum:
@@ -44,7 +72,13 @@ def solve_task(model: str, platform: str, threads: int | None = None) -> Referen
         for d, dev in enumerate(env.problem.platform.devices)
     }
     feasible = {name: res.latency for name, res in singles.items() if res.feasible}
-    baseline = min(feasible, key=feasible.get)
+    if feasible:
+        baseline = min(feasible, key=feasible.get)
+        baseline_name, baseline_latency = f"single device {baseline}", feasible[baseline]
+        baseline_placement = None
+    else:
+        method, placement, baseline_latency = memory_aware_baseline(env)
+        baseline_name, baseline_placement = method, tuple(int(d) for d in placement)
     heft = env.problem.evaluate(heft_placement(cost, allowed_devices(env.problem))[0])
     load = os.getloadavg()[0]
     start = time.perf_counter()
@@ -63,8 +97,8 @@ def solve_task(model: str, platform: str, threads: int | None = None) -> Referen
         latency=float(result.latency),
         lower_bound=float(min(result.extra["lower_bound"], result.latency)),
         placement=tuple(int(d) for d in result.placement),
-        baseline=f"single device {baseline}",
-        baseline_latency=float(feasible[baseline]),
+        baseline=baseline_name,
+        baseline_latency=float(baseline_latency),
         heft_latency=float(heft.latency),
         solver={
             "method": "exact",
@@ -79,7 +113,10 @@ def solve_task(model: str, platform: str, threads: int | None = None) -> Referen
             "segments": result.extra.get("segments"),
             "milp_segments": result.extra.get("milp_segments"),
             "dropped_edges": result.extra.get("dropped_edges"),
+            "lagrangian_iterations": result.extra.get("lagrangian_iterations"),
+            "milp_status": result.extra.get("milp_status"),
         },
+        baseline_placement=baseline_placement,
     )
 
 
@@ -101,6 +138,16 @@ def solver_table(refs: list[ReferenceOptimum]) -> str:
     return "\n".join(lines)
 
 
+def _row(ref: ReferenceOptimum) -> dict[str, Any]:
+    """``ref`` as a JSON row (no ``baseline_placement`` key for a single-device baseline)."""
+    row = vars(ref) | {"placement": list(ref.placement)}
+    if ref.baseline_placement is None:
+        del row["baseline_placement"]
+    else:
+        row["baseline_placement"] = list(ref.baseline_placement)
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Regenerate placement_gym/tasks/optima.json.")
     parser.add_argument("--models", nargs="+", default=list(BENCHMARK_MODELS), choices=BENCHMARK_MODELS)
@@ -113,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             ref = solve_task(model, platform, args.threads)
             stored[f"{ref.model}/v{ref.version}/{ref.platform}/{ref.level}"] = ref
             print(solver_table([ref]).splitlines()[-1], flush=True)
-            rows = [vars(r) | {"placement": list(r.placement)} for _, r in sorted(stored.items())]
+            rows = [_row(r) for _, r in sorted(stored.items())]
             OPTIMA_PATH.write_text(json.dumps({"tasks": rows}, indent=1) + "\n")
     reference_optima.cache_clear()
     order = {p: i for i, p in enumerate(PLATFORMS)}

@@ -8,7 +8,8 @@ Importing the package registers the Gymnasium environments:
 * ``DevicePlacementSim-<model>-v0``: the same on ``cpu-dgpu-v0``, the platform's first calibration (its
   GPU 4.3-4.6x faster than the CPU), kept so that old results stay reproducible;
 * ``DevicePlacement-<model>-<platform>-sim-v0``: the task suite where placement matters, simulated, on
-  ``cpu_igpu`` (CPU + integrated GPU) and ``multi_accel`` (CPU + 2 GPUs + NPU); reference optima in
+  ``cpu_igpu`` (CPU + integrated GPU), ``multi_accel`` (CPU + 2 GPUs + NPU) and ``model_parallel`` (CPU +
+  2 GPUs, each too small for the model: the placement must split it); reference optima in
   :mod:`placement_gym.tasks`;
 * ``DevicePlacement-v0``: any ``model=`` (zoo name, IR or ONNX path), ``platform=``, ``backend=``,
   ``coarsening=``.
@@ -31,7 +32,7 @@ SIM_PLATFORM = "cpu-dgpu"
 #: Platform of each version of ``DevicePlacementSim-<model>-v<N>``.
 SIM_PLATFORM_VERSIONS = {0: "cpu-dgpu-v0", 1: SIM_PLATFORM}
 #: Platforms of the suite ``DevicePlacement-<model>-<platform with _>-sim-v0``.
-SUITE_PLATFORMS = ("cpu-igpu", "multi-accel")
+SUITE_PLATFORMS = ("cpu-igpu", "multi-accel", "model-parallel")
 
 
 def suite_id(model: str, platform: str) -> str:

@@ -25,7 +25,7 @@ from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
 from placement_gym.features import DeviceFeatures, StaticFeatures, device_features, static_features
-from placement_gym.platforms import Platform, load_platform
+from placement_gym.platforms import Platform, load_platform, resolve_memory
 from placement_gym.rewards import Reward, get_reward
 
 #: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
@@ -120,7 +120,9 @@ class PlacementProblem:
     ) -> PlacementProblem:
         """Build a problem from names: a zoo model, IR or ONNX path (or a :class:`Benchmark`), a platform
         name (or :class:`Platform`), a backend name (``"simulated"``, ``"measured"``, ``"ray"``), a
-        coarsening level (``"ops"``, ``"fused"``, ``"k"`` with ``k``) and a reward."""
+        coarsening level (``"ops"``, ``"fused"``, ``"k"`` with ``k``) and a reward. A platform whose memory
+        is relative to the model (``memory_fraction``) is resolved for this model's weight bytes
+        (:func:`~placement_gym.platforms.resolve_memory`)."""
         spec = dict(
             model=model,
             platform=platform,
@@ -135,6 +137,7 @@ class PlacementProblem:
         bench = model if isinstance(model, Benchmark) else load_benchmark(model)
         plat = platform if isinstance(platform, Platform) else load_platform(platform)
         coarse = bench.coarsen(coarsening, k=k)
+        plat = resolve_memory(plat, float(coarse.graph.nodes["param_bytes"].sum()))
         problem = cls(
             bench,
             coarse,
@@ -166,7 +169,7 @@ class PlacementProblem:
         if self._device_mask is None:
             q = self.coarse.graph
             need = q.nodes["param_bytes"] + q.nodes["out_bytes"]
-            cap = np.array([dev.memory_bytes for dev in self.platform.devices], dtype=np.float64)
+            cap = np.array(self.platform.capacities(), dtype=np.float64)
             mask = need[:, None] <= cap[None, :]
             mask[~mask.any(axis=1)] = True
             mask.setflags(write=False)
@@ -261,27 +264,40 @@ class PlacementProblem:
         for device, res in enumerate(results):
             if res.feasible and (best is None or res.latency < best[1].latency):
                 best = (device, res)
-        if best is None:
-            reasons = "; ".join(f"{d.name}: {r.reason}" for d, r in zip(self.platform.devices, results))
-            self._baseline_failure = (
-                f"no single device of platform {self.platform.name!r} can run the whole model ({reasons}); "
-                "the speedup rewards need a feasible single-device baseline (use reward='neg_latency_ms')"
-            )
-        else:
+        if best is not None:
             self._baseline = best
+            return
+        reasons = "; ".join(f"{d.name}: {r.reason}" for d, r in zip(self.platform.devices, results))
+        ref = self.reference
+        if ref is not None and ref.baseline_placement is not None:
+            # no single device holds the model: the task's documented feasible alternative
+            res = self.backend.evaluate(np.asarray(ref.baseline_placement, dtype=np.int64))
+            self.baseline_evaluations += 1
+            if res.feasible:
+                self._baseline = (-1, res)
+                return
+            reasons += f"; the stored baseline ({ref.baseline}): {res.reason}"
+        self._baseline_failure = (
+            f"no single device of platform {self.platform.name!r} can run the whole model ({reasons}), and "
+            "the task stores no feasible alternative baseline; the speedup rewards need a baseline "
+            "(use reward='neg_latency_ms')"
+        )
 
     @property
     def has_baseline(self) -> bool:
-        """True if some single device can run the whole model (evaluates the ``D`` placements once)."""
+        """True if the problem has a feasible baseline (evaluates the ``D`` single-device placements once)."""
         self._find_baseline()
         return self._baseline is not None
 
     @property
     def baseline(self) -> LatencyResult:
-        """The best single-device placement's result (``D`` evaluations, once, counted separately).
+        """The baseline's result: the best single-device placement (``D`` evaluations, once, counted
+        separately), or, where no single device can run the model, the feasible alternative stored with the
+        task's reference optimum (:attr:`reference`: the best of Baechi's memory-aware list schedulers),
+        evaluated once more.
 
         Raises:
-            PlacementError: If no single device can run the whole model.
+            PlacementError: If no single device can run the model and the task stores no alternative.
         """
         self._find_baseline()
         if self._baseline is None:
@@ -289,9 +305,28 @@ class PlacementProblem:
         return self._baseline[1]
 
     @property
-    def baseline_device(self) -> int:
-        """Index of the best single device (see :attr:`baseline`)."""
+    def baseline_placement(self) -> np.ndarray:
+        """The ``(G,)`` placement of :attr:`baseline` (a single device, or the stored alternative)."""
         _ = self.baseline
+        device = self._baseline[0]  # type: ignore[index]
+        if device >= 0:
+            return np.full(self.num_groups, device, dtype=np.int64)
+        return np.asarray(self.reference.baseline_placement, dtype=np.int64)
+
+    @property
+    def baseline_device(self) -> int:
+        """Index of the best single device (see :attr:`baseline`).
+
+        Raises:
+            PlacementError: If no single device can run the model (the baseline is then a split:
+                :attr:`baseline_placement`).
+        """
+        _ = self.baseline
+        if self._baseline[0] < 0:  # type: ignore[index]
+            raise PlacementError(
+                f"no single device of platform {self.platform.name!r} can run the whole model; the baseline "
+                f"is a split ({self.reference.baseline}): use problem.baseline_placement"
+            )
         return self._baseline[0]  # type: ignore[index]
 
     # ------------------------------------------------------------------ evaluation

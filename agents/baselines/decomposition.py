@@ -21,9 +21,17 @@ is a max of sums, and a dropped copy also leaves its link free sooner), so the s
 optima is a lower bound of the true optimum, which the exact solver checks against the simulated latency
 of the placement it assembles. A dropped edge between two groups on a device with an invoke overhead
 would join their subgraphs, and through later groups even subgraphs of earlier segments, so a segment's
-model could charge an overhead the real schedule does not: that is not a relaxation. When the dropped
-edges' sources may sit on such a device, the exact solver models every segment with the invoke overheads
-of the ``free_invoke`` devices set to 0.
+model could charge an overhead the real schedule does not: that is not a relaxation. With one source
+pinned to such a device ``v`` (``prepaid=v``), the model keeps the overheads and marks as already started
+on ``v`` (:attr:`~placement_gym.simulation.schedule.Schedule.prepaid`) the subgraphs of the dropped edges'
+targets (joined to the source's, which started before the segment: exact), of the anchor (started before
+the cut: exact, and no offset), and of the segment's last group (it may join the source's through later
+groups: a relaxation of at most one overhead). With several sources, the exact solver models every segment
+with the invoke overheads of the ``free_invoke`` devices set to 0.
+
+A segment's model may also carry a **penalty** per (own group, device), seconds added to its time: a cost
+that is a sum over groups stays a sum over segments, so the shortest path still minimises latency plus
+penalty (the Lagrangian relaxation of memory in :mod:`agents.baselines.exact_memory`).
 """
 
 from __future__ import annotations
@@ -154,6 +162,8 @@ class SegmentModel:
             input edges keep the order the whole graph's schedule queues them in).
         anchor: Its index of the anchor, or -1.
         end: Its index of the segment's last group.
+        penalty: Seconds added to the segment's time per (group, device), shape ``(g, D)`` (0 for the
+            anchor, whose penalty belongs to the segment before).
     """
 
     cost: CostModel
@@ -161,14 +171,29 @@ class SegmentModel:
     groups: np.ndarray
     anchor: int
     end: int
+    penalty: np.ndarray
+
+    def penalties(self, placements: np.ndarray) -> np.ndarray:
+        """Total penalty of each of the model's placements ``(B, g)``, shape ``(B,)``."""
+        return self.penalty[np.arange(len(self.groups)), placements].sum(axis=-1)
 
     def offset(self, anchor_device: int) -> float:
         """Seconds the model's time runs ahead of the segment's: the anchor's invoke overhead, which the
-        model charges at its start (in the real schedule it was charged before the cut)."""
-        return float(self.cost.invoke_overhead[anchor_device]) if self.anchor >= 0 else 0.0
+        model charges at its start (in the real schedule it was charged before the cut), unless the anchor
+        is prepaid on that device."""
+        if self.anchor < 0 or self.schedule.prepaid[self.anchor] == anchor_device:
+            return 0.0
+        return float(self.cost.invoke_overhead[anchor_device])
 
 
-def segment_model(cost: CostModel, sched: Schedule, seg: Segment, free_invoke: np.ndarray) -> SegmentModel:
+def segment_model(
+    cost: CostModel,
+    sched: Schedule,
+    seg: Segment,
+    free_invoke: np.ndarray,
+    penalty: np.ndarray | None = None,
+    prepaid: int | None = None,
+) -> SegmentModel:
     """The cost model of ``seg`` (see :class:`SegmentModel`).
 
     Args:
@@ -177,6 +202,8 @@ def segment_model(cost: CostModel, sched: Schedule, seg: Segment, free_invoke: n
         seg: The segment.
         free_invoke: Devices whose invoke overhead is set to 0, shape ``(D,)``, bool (see the module
             docstring).
+        penalty: Seconds added per (group, device) of the whole graph, shape ``(G, D)``; ``None``: none.
+        prepaid: The device of the dropped edges' one source (see the module docstring), or ``None``.
     """
     members = list(seg.groups) + ([seg.anchor] if seg.anchor >= 0 else [])
     groups = np.array(sorted(members), dtype=np.int64)
@@ -214,7 +241,19 @@ def segment_model(cost: CostModel, sched: Schedule, seg: Segment, free_invoke: n
     )
     order = [seg.anchor] if seg.anchor >= 0 else []
     order = np.array([local[g] for g in order + list(seg.groups)], dtype=np.int64)
-    return SegmentModel(sub, Schedule.build(sub, order), groups, anchor, local[seg.end])
+    own_penalty = np.zeros((len(groups), cost.num_devices))  # (g, D)
+    if penalty is not None:
+        own_penalty[:] = penalty[groups]
+        if anchor >= 0:
+            own_penalty[anchor] = 0.0
+    started = np.full(len(groups), -1, dtype=np.int64)
+    if prepaid is not None:
+        heads = {t for _, t in seg.dropped} | ({seg.anchor} if seg.anchor >= 0 else set())
+        if not seg.last:
+            heads.add(seg.end)
+        started[[local[g] for g in heads]] = prepaid
+    schedule = Schedule.build(sub, order, started)
+    return SegmentModel(sub, schedule, groups, anchor, local[seg.end], own_penalty)
 
 
 def memory_can_bind(cost: CostModel) -> bool:

@@ -15,10 +15,12 @@ How it works (the cuts and why they decompose the latency: :mod:`agents.baseline
    simulator evaluates: the upper bound. The relative gap between them is reported; ``gap == 0`` is a proof
    of optimality.
 
-When edges were dropped and the platform has a device with an invoke overhead, the bound is the smaller
-of two cases: the dropped edges' sources all on devices without one (the segments' models keep every
-overhead: a dropped edge then never joins two subgraphs that pay one), or not (the models charge no invoke
-overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+When edges were dropped and the platform has a device with an invoke overhead, the bound is the smallest
+over cases: the dropped edges' sources all on devices without one (the segments' models keep every
+overhead: a dropped edge then never joins two subgraphs that pay one); with one source, that source on each
+device ``v`` with one (the models keep the overheads and count the subgraphs the source's edges join as
+started on ``v``: :func:`~agents.baselines.decomposition.segment_model`); with several, any devices (the
+models charge no invoke overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
 ``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
 placement.
 
@@ -27,8 +29,9 @@ platform's virtual CPUs; enumerated segments do, through the simulator): with co
 segment the result is reported unproven.
 
 The decomposition ignores memory: when some placement could overfill a device
-(:func:`~agents.baselines.decomposition.memory_can_bind`), the solver falls back to the MILP of the whole
-graph (:class:`~agents.baselines.milp.MILPPlacement`), whose memory rows are exact.
+(:func:`~agents.baselines.decomposition.memory_can_bind`), the solver relaxes memory into a Lagrangian
+penalty on the weights that the decomposition minimises, and closes the rest with the whole-graph MILP
+(:mod:`agents.baselines.exact_memory`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from agents.baselines.decomposition import (
     segments,
 )
 from agents.baselines.heft import heft_placement
-from agents.baselines.milp import TIME_SCALE, MILPPlacement, build_milp
+from agents.baselines.milp import TIME_SCALE, build_milp
 from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
@@ -130,6 +133,7 @@ class SegmentTable:
             latency = model.schedule.run_batch(block)[0] - (
                 model.offset(anchor) if anchor is not None else 0.0
             )
+            latency = latency + model.penalties(block)
             ends = block[:, model.end]
             for d in np.unique(ends).tolist():
                 rows_d = np.flatnonzero(ends == d)
@@ -148,7 +152,9 @@ class SegmentTable:
         if end is not None:
             mask[model.end] = False
             mask[model.end, end] = True
-        milp = build_milp(model.cost, mask, model.schedule.order)
+        milp = build_milp(model.cost, mask, model.schedule.order, model.schedule.prepaid)
+        for i, d in zip(*np.nonzero((milp.x >= 0) & (model.penalty != 0))):
+            milp.builder.cost[int(milp.x[i, d])] += float(model.penalty[i, d]) * TIME_SCALE
         h = milp.builder.highs()
         h.setOptionValue("time_limit", float(self.time_limit))
         h.setOptionValue("mip_rel_gap", 1e-9)
@@ -171,7 +177,8 @@ class SegmentTable:
             placement = np.argmax(score, axis=1).astype(np.int64)
             a = int(placement[model.anchor]) if model.anchor >= 0 else None
             offset = model.offset(a) if a is not None else 0.0
-            self._record(placement, float(model.schedule.run(placement)[0]) - offset)
+            value = float(model.schedule.run(placement)[0]) - offset + float(model.penalties(placement))
+            self._record(placement, value)
 
     def refine(self, row: int, end: int) -> bool:
         """Learn more about pair ``(row, end)``; False if nothing more can be learnt (solved, or its own
@@ -194,7 +201,9 @@ class Decomposition:
     Attributes:
         placement: The assembled placement, shape ``(G,)``.
         latency: Its simulated latency (seconds).
-        lower_bound: A proven lower bound of every placement's simulated latency (seconds).
+        lower_bound: A proven lower bound of every placement's objective (seconds): the simulated latency,
+            plus the penalty when one was given.
+        objective: The placement's latency plus its penalty (seconds; the latency when no penalty).
         segments: Number of segments.
         largest: Groups in the largest segment.
         dropped: Edges dropped from the segments' models.
@@ -208,10 +217,11 @@ class Decomposition:
     largest: int
     dropped: int
     milp_segments: int
+    objective: float = float("nan")
 
     @property
     def gap(self) -> float:
-        return max(0.0, (self.latency - self.lower_bound) / self.latency)
+        return max(0.0, (self.objective - self.lower_bound) / self.objective)
 
 
 def _shortest_path(tables: list[np.ndarray]) -> tuple[float, list[tuple[int, int]]]:
@@ -238,6 +248,7 @@ def solve_decomposed(
     enumerate_limit: int = 1 << 20,
     segment_time_limit: float = 60.0,
     threads: int | None = None,
+    penalty: np.ndarray | None = None,
 ) -> Decomposition:
     """The exact solver on ``cost`` (see the module docstring).
 
@@ -248,8 +259,16 @@ def solve_decomposed(
         enumerate_limit: Largest number of placements of a segment to enumerate rather than solve by MILP.
         segment_time_limit: HiGHS's time limit per segment MILP (a segment stopped by it gives a bound).
         threads: HiGHS threads.
+        penalty: Seconds added to the objective per (group, device), shape ``(G, D)``; the solver then
+            minimises latency plus penalty (``None``: latency alone).
     """
     sched = Schedule.build(cost)
+    pen = np.zeros((cost.num_groups, cost.num_devices)) if penalty is None else np.asarray(penalty, float)
+
+    def objective(placement: np.ndarray) -> tuple[float, float]:
+        latency = float(sched.run(placement)[0])
+        return latency + float(pen[np.arange(cost.num_groups), placement].sum()), latency
+
     allowed = allowed & np.isfinite(cost.compute)
     parts: list[Segment] = []
     for max_dropped in range(3):
@@ -258,15 +277,19 @@ def solve_decomposed(
             break
     invoke = cost.invoke_overhead > 0
     sources = sorted({s for seg in parts for s, _ in seg.dropped})
-    cases = [(np.zeros(cost.num_devices, dtype=bool), None)]
+    none = np.zeros(cost.num_devices, dtype=bool)
+    cases: list[tuple[np.ndarray, np.ndarray | None, int | None]] = [(none, None, None)]
     if sources and invoke.any():
         # the complement of "every source on a device without an overhead": with one source, that source
-        # on a device with one; with several, any devices
-        others = invoke.copy() if len(sources) == 1 else None
-        cases = [(np.zeros(cost.num_devices, dtype=bool), ~invoke), (invoke.copy(), others)]
+        # on each device with one in turn (its targets' subgraphs prepaid there); with several, any devices
+        cases = [(none, ~invoke, None)]
+        if len(sources) == 1:
+            cases += [(none, np.arange(cost.num_devices) == v, int(v)) for v in np.flatnonzero(invoke)]
+        else:
+            cases.append((invoke.copy(), None, None))
 
-    best_bound, best_latency, best_placement, milp_segments = np.inf, np.inf, None, 0
-    for free_invoke, source_devices in cases:
+    best_bound, best_value, best_latency, best_placement, milp_segments = np.inf, np.inf, np.inf, None, 0
+    for free_invoke, source_devices, prepaid in cases:
         mask = allowed.copy()
         if source_devices is not None:
             mask[sources] &= source_devices
@@ -274,19 +297,19 @@ def solve_decomposed(
             continue
         tables = []
         for seg in parts:
-            model = segment_model(cost, sched, seg, free_invoke)
+            model = segment_model(cost, sched, seg, free_invoke, penalty, prepaid)
             tables.append(
                 SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
             )
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
         while True:  # refine the pairs on the shortest path over the bounds until they are all solved
             bound, pairs = _shortest_path([t.bound for t in tables])
-            if bound >= best_latency:  # this case cannot beat a placement of an earlier case
+            if bound >= best_value:  # this case cannot beat a placement of an earlier case
                 break
             if not any([t.refine(*pair) for t, pair in zip(tables, pairs)]):
                 break
         best_bound = min(best_bound, bound)
-        if bound >= best_latency:
+        if bound >= best_value:
             continue
         _, pairs = _shortest_path([t.best for t in tables])
         placement = np.full(cost.num_groups, -1, dtype=np.int64)
@@ -294,9 +317,9 @@ def solve_decomposed(
             sub, model = table.placements[pair], table.model
             own = [i for i in range(len(model.groups)) if i != model.anchor]
             placement[model.groups[own]] = sub[own]
-        latency = float(sched.run(placement)[0])
-        if latency < best_latency:
-            best_latency, best_placement = latency, placement
+        value, latency = objective(placement)
+        if value < best_value:
+            best_value, best_latency, best_placement = value, latency, placement
     if best_placement is None:
         raise PlacementGymError("the exact solver found no placement: some group has no allowed device")
     return Decomposition(
@@ -307,20 +330,22 @@ def solve_decomposed(
         largest=max(len(s.groups) for s in parts),
         dropped=sum(len(s.dropped) for s in parts),
         milp_segments=milp_segments,
+        objective=best_value,
     )
 
 
 class ExactPlacement(PlacementMethod):
     """The decomposed exact solver of the simulated latency, with a proven lower bound (module docstring).
 
-    Evaluations: HEFT's and the single-device placements, then the assembled placement (or, when memory
-    can bind, the whole-graph MILP's evaluations).
+    Evaluations: HEFT's and the single-device placements, then the assembled placement; when memory can
+    bind, also Baechi's m-TOPO, m-ETF and m-SCT placements, then the best feasible placement found.
 
     Args:
         max_segment: Largest segment solved whole before cutting at jumping edges.
         enumerate_limit: Largest number of a segment's placements to enumerate instead of a MILP.
         segment_time_limit: HiGHS's time limit per segment MILP, seconds.
-        time_limit: Time limit of the whole-graph MILP when memory can bind, seconds.
+        time_limit: Time limit of the whole solve when memory can bind, seconds
+            (:func:`~agents.baselines.exact_memory.solve_with_memory`).
         threads: HiGHS threads (``None``: its default).
     """
 
@@ -345,15 +370,54 @@ class ExactPlacement(PlacementMethod):
         self.time_limit = time_limit
         self.threads = threads
 
+    def _place_with_memory(
+        self, cost: CostModel, allowed: np.ndarray, tracker: BudgetTracker
+    ) -> dict[str, Any]:
+        from agents.baselines.baechi import etf_placement, favourite_children, m_topo_placement
+        from agents.baselines.exact_memory import solve_with_memory
+
+        candidates = [
+            heft_placement(cost, allowed)[0],
+            m_topo_placement(cost, allowed),
+            etf_placement(cost, allowed)[0],
+            etf_placement(cost, allowed, favourite_children(cost))[0],
+        ] + [
+            np.full(cost.num_groups, d, dtype=np.int64)
+            for d in range(cost.num_devices)
+            if allowed[:, d].all()
+        ]
+        for placement in candidates:
+            evaluate_within_budget(tracker, placement)
+        result = solve_with_memory(
+            cost,
+            allowed,
+            candidates,
+            time_limit=self.time_limit,
+            max_segment=self.max_segment,
+            enumerate_limit=self.enumerate_limit,
+            segment_time_limit=self.segment_time_limit,
+            threads=self.threads,
+        )
+        if result.placement is not None:
+            evaluate_within_budget(tracker, result.placement)
+        latency = min(result.latency, tracker.best_latency)
+        gap = max(0.0, (latency - result.lower_bound) / latency) if np.isfinite(latency) else 1.0
+        proven = not np.any(cost.contention > 0)
+        return {
+            "solver": "lagrangian decomposition + milp (memory can bind)",
+            "status": ("Optimal" if gap <= 1e-6 else "Bounded") if proven else "Unproven (contention)",
+            "lower_bound": result.lower_bound if proven else float("nan"),
+            "gap": gap if proven else float("nan"),
+            "solve_time": result.seconds,
+            "lagrangian_iterations": result.iterations,
+            "milp_status": result.milp,
+        }
+
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         cost = tracker.problem.cost_model()
         allowed = allowed_devices(tracker.problem)
         if memory_can_bind(cost):
-            milp = MILPPlacement(time_limit=self.time_limit, threads=self.threads)
-            extra = milp._place(env, tracker, seed)
-            bound = extra["dual_bound"]
-            gap = max(0.0, 1.0 - bound / tracker.best_latency) if np.isfinite(tracker.best_latency) else 1.0
-            return {**extra, "solver": "milp (memory can bind)", "lower_bound": bound, "gap": gap}
+            return self._place_with_memory(cost, allowed, tracker)
         for placement in [heft_placement(cost, allowed)[0]] + [
             np.full(cost.num_groups, d, dtype=np.int64)
             for d in range(cost.num_devices)

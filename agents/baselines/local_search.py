@@ -34,11 +34,12 @@ STARTS = ("heft", "best_single", "random")
 def start_placement(
     problem: PlacementProblem, start: str, allowed: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """The ``(G,)`` placement a search starts from: HEFT's, the best single device's, or random."""
+    """The ``(G,)`` placement a search starts from: HEFT's, the baseline's (the best single device, or the
+    task's stored split where no single device holds the model), or random."""
     if start == "heft":
         return heft_placement(problem.cost_model(), allowed)[0]
     if start == "best_single":
-        return np.full(problem.num_groups, problem.baseline_device, dtype=np.int64)
+        return problem.baseline_placement.copy()
     if start == "random":
         counts = allowed.sum(axis=1)
         choices = np.argsort(~allowed, axis=1, kind="stable")

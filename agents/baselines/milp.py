@@ -143,7 +143,9 @@ class PlacementMILP:
         return len(self.builder.row_lower)
 
 
-def build_milp(cost: CostModel, allowed: np.ndarray, order: np.ndarray | None = None) -> PlacementMILP:
+def build_milp(
+    cost: CostModel, allowed: np.ndarray, order: np.ndarray | None = None, prepaid: np.ndarray | None = None
+) -> PlacementMILP:
     """Formulate the simulator's schedule of ``cost`` as a MILP (see the module docstring).
 
     Args:
@@ -151,8 +153,10 @@ def build_milp(cost: CostModel, allowed: np.ndarray, order: np.ndarray | None = 
         allowed: Devices each group may use, shape ``(G, D)``, bool.
         order: The groups' priority order, shape ``(G,)``; ``None`` for the simulator's own
             (:meth:`Schedule.build`). The exact solver passes the order of the whole graph for a part of it.
+        prepaid: Device on which each group's subgraph is already started, or -1, shape ``(G,)``
+            (:attr:`Schedule.prepaid`): such a group may head its component without paying.
     """
-    sched = Schedule.build(cost, order)
+    sched = Schedule.build(cost, order, prepaid)
     allowed = allowed & np.isfinite(cost.compute)
     devs = [np.flatnonzero(allowed[g]).tolist() for g in range(cost.num_groups)]
     times = _Durations(cost, sched, allowed)
@@ -184,7 +188,7 @@ def build_milp(cost: CostModel, allowed: np.ndarray, order: np.ndarray | None = 
             lp.row([(start[g], 1.0), (arrival, -1.0)], lower=0.0)
         _run_in_order(lp, g, devs[g], x, start[g], finish[g], device_free, m)
         terms = [(finish[g], 1.0), (start[g], -1.0)] + [(int(x[g, d]), -times.compute[g, d]) for d in devs[g]]
-        terms += [(col, -times.invoke[d]) for d, col in pay[g].items()]
+        terms += [(col, -times.invoke[d]) for d, col in pay[g].items() if d != sched.prepaid[g]]
         lp.row(terms, lower=0.0)
         lp.row([(makespan, 1.0), (finish[g], -1.0)], lower=0.0)
         if cost.result_bytes[g] > 0:  # graph result: the group's device -> host

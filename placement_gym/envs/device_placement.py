@@ -47,6 +47,9 @@ class DevicePlacementEnv(gym.Env):
       calibration);
     * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
       suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``);
+    * ``DevicePlacement-<model>-model_parallel-sim-v0``: the suite's memory-constrained tasks (simulated,
+      platform ``model-parallel``: every device's memory a fraction of the model's weights, so no single
+      device holds it; the baseline is the best of Baechi's memory-aware list schedulers);
     * ``DevicePlacement-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
@@ -87,7 +90,8 @@ class DevicePlacementEnv(gym.Env):
     ## Rewards
 
     ``baseline`` is the latency of the best single-device placement (all groups on one device), found once
-    per problem with ``D`` evaluations that are counted apart (``problem.baseline_evaluations``).
+    per problem with ``D`` evaluations that are counted apart (``problem.baseline_evaluations``); where no
+    single device can hold the model, the feasible split stored with the task (``problem.baseline``).
 
     | ``reward`` | value | infeasible placement (default ``infeasible_reward``) |
     |---|---|---|
@@ -102,9 +106,8 @@ class DevicePlacementEnv(gym.Env):
 
     ``info`` is empty after ``reset()`` and after the non-final steps of sequential mode with
     ``sequential_reward="final"``. After an evaluated step (the one-shot step, the last sequential step, or
-    every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds; the baseline
-    is ``nan`` if no single device can run the model), ``speedup`` (``baseline / latency``, 0 if
-    infeasible), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
+    every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds), ``speedup``
+    (``baseline / latency``, 0 if infeasible; these two only if the problem has a baseline), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
     normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device,
     1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
     seconds and timed runs; 0 for the simulator), ``latency_ci_ms`` and ``latency_rel_ci`` (half-width of the
@@ -172,6 +175,7 @@ class DevicePlacementEnv(gym.Env):
       speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
     * ``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``: initial version.
+    * ``DevicePlacement-<model>-model_parallel-sim-v0``: initial version.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
@@ -317,11 +321,11 @@ class DevicePlacementEnv(gym.Env):
             return {}
         res = evaluation.result
         problem = self.problem
-        base = problem.baseline.latency if problem.has_baseline else float("nan")
-        info: dict[str, Any] = dict(
-            latency=res.latency,
-            baseline_latency=base,
-            speedup=base / res.latency if res.feasible else 0.0,
+        info: dict[str, Any] = dict(latency=res.latency)
+        if problem.has_baseline:  # absent rather than nan (nan would break equality checks)
+            base = problem.baseline.latency
+            info.update(baseline_latency=base, speedup=base / res.latency if res.feasible else 0.0)
+        info.update(
             feasible=res.feasible,
             reason=res.reason,
             spread=res.spread,
@@ -352,7 +356,7 @@ class DevicePlacementEnv(gym.Env):
         elif self.initial_placement == "random":
             self.placement = self.np_random.integers(0, self.num_devices, g).astype(np.int64)
         elif self.initial_placement == "best_single":
-            self.placement = np.full(g, self.problem.baseline_device, dtype=np.int64)
+            self.placement = self.problem.baseline_placement.copy()
         else:
             self.placement = np.full(g, self.problem.host, dtype=np.int64)
         if self.mode == "sequential" and self.sequential_reward == "incremental":

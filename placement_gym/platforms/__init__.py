@@ -4,10 +4,17 @@ A :class:`Platform` is a list of :class:`Device` s and the :class:`Link` s betwe
 to reach it in OpenVINO (device string, compile properties, an explicit inference precision) and, for
 the simulator, its performance profile. ``local`` is special: it is built from what
 ``openvino.Core().available_devices`` offers on this machine (see :func:`local_platform`).
+
+A device's memory is either absolute (``memory_bytes``) or relative to the model (``memory_fraction``: a
+share of the model's weight bytes). Relative memory models the model-parallel setting (Mirhoseini et al.,
+"Device Placement Optimization with Reinforcement Learning", ICML 2017: a model too large for any one
+device) for models of any size; :func:`resolve_memory` turns it into bytes once the model is known
+(:meth:`placement_gym.problem.PlacementProblem.make` does it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -37,7 +44,8 @@ class Device:
         precision: Inference precision (``f32``, ``f16``, ``bf16``), passed to OpenVINO as
             ``INFERENCE_PRECISION_HINT`` and used by the simulator's peak-FLOP/s lookup.
         ov_config: Further compile properties (``INFERENCE_NUM_THREADS``, ``ENABLE_CPU_PINNING``...).
-        memory_bytes: Memory capacity for weights and live activations.
+        memory_bytes: Memory capacity for weights and live activations (``None`` until a platform with
+            relative memory is resolved for a model: :func:`resolve_memory`).
         peak_flops: Peak FLOP/s per precision.
         mem_bandwidth: Memory bandwidth in bytes/s.
         launch_overhead: Fixed cost per executed layer (kernel launch, scheduling), seconds.
@@ -47,13 +55,15 @@ class Device:
         contention: For devices that share hardware (virtual devices with the same ``ov_device``): extra
             run time per second of overlap with work on another such device; ``2 - s`` where ``s`` is the
             speed-up two of them reach together (0: fully parallel, 1: no overlap at all).
+        memory_fraction: Memory capacity as a share of the model's weight bytes (relative memory), or
+            ``None``. A resolved device keeps it next to its ``memory_bytes``.
     """
 
     name: str
     kind: str
     ov_device: str
     precision: str
-    memory_bytes: int
+    memory_bytes: int | None
     peak_flops: dict[str, float]
     mem_bandwidth: float
     launch_overhead: float
@@ -61,6 +71,7 @@ class Device:
     op_efficiency: dict[str, float] = field(default_factory=dict)
     invoke_overhead: float = 0.0
     contention: float = 0.0
+    memory_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -71,8 +82,11 @@ class Device:
             )
         if self.precision not in self.peak_flops:
             raise ConfigError(f"device {self.name!r} has no peak_flops for its precision {self.precision!r}")
+        if self.memory_bytes is None and self.memory_fraction is None:
+            raise ConfigError(f"device {self.name!r} needs memory_bytes or memory_fraction")
         numbers = {
-            "memory_bytes": self.memory_bytes,
+            "memory_bytes": 1 if self.memory_bytes is None else self.memory_bytes,
+            "memory_fraction": 1.0 if self.memory_fraction is None else self.memory_fraction,
             "mem_bandwidth": self.mem_bandwidth,
             "launch_overhead": self.launch_overhead,
             "invoke_overhead": self.invoke_overhead,
@@ -84,7 +98,7 @@ class Device:
             if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
                 raise ConfigError(f"device {self.name!r}: {key} must be a finite number, got {value!r}")
         for key, value in numbers.items():
-            if key in ("memory_bytes", "mem_bandwidth") or key.startswith("peak_flops"):
+            if key in ("memory_bytes", "memory_fraction", "mem_bandwidth") or key.startswith("peak_flops"):
                 if not value > 0:
                     raise ConfigError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
         if not 0 <= self.contention <= 1:
@@ -175,6 +189,25 @@ class Platform:
     def num_devices(self) -> int:
         return len(self.devices)
 
+    @property
+    def unresolved(self) -> bool:
+        """True if some device's memory is still a fraction of a model not yet given (:func:`resolve_memory`)."""
+        return any(d.memory_bytes is None for d in self.devices)
+
+    def capacities(self) -> list[int]:
+        """Memory capacity of each device in bytes.
+
+        Raises:
+            ConfigError: If the platform's memory is relative and not resolved for a model yet.
+        """
+        if self.unresolved:
+            raise ConfigError(
+                f"platform {self.name!r} gives memory as fractions of the model's weights; resolve it for a "
+                "model first (placement_gym.platforms.resolve_memory, or build the problem with "
+                "PlacementProblem.make / DevicePlacementEnv from names)"
+            )
+        return [int(d.memory_bytes) for d in self.devices]  # type: ignore[arg-type]
+
     def device_index(self, name: str) -> int:
         """Index of the device called ``name``.
 
@@ -201,7 +234,10 @@ def platform_from_dict(data: Any, source: str = "platform") -> Platform:
         ConfigError: If the data does not follow the schema.
     """
     spec = validate_platform(data, source)
-    devices = tuple(Device(**{**d.model_dump(), "memory_bytes": int(d.memory_bytes)}) for d in spec.devices)
+    devices = tuple(
+        Device(**{**d.model_dump(), "memory_bytes": None if d.memory_bytes is None else int(d.memory_bytes)})
+        for d in spec.devices
+    )
     index = {d.name: i for i, d in enumerate(devices)}
     links: dict[tuple[int, int], Link] = {}
     if spec.default_link is not None:
@@ -220,6 +256,33 @@ def platform_from_dict(data: Any, source: str = "platform") -> Platform:
         host=index[spec.host] if spec.host is not None else 0,
         sources=tuple(spec.sources),
     )
+
+
+def resolve_memory(platform: Platform, weight_bytes: float) -> Platform:
+    """``platform`` with every relative device memory turned into bytes: ``memory_fraction x weight_bytes``
+    (rounded down); a platform without relative memory is returned as it is.
+
+    Args:
+        platform: The platform.
+        weight_bytes: The model's weight bytes (the sum of its groups' ``param_bytes``).
+
+    Raises:
+        ConfigError: If ``weight_bytes`` is not a positive finite number.
+    """
+    if not any(d.memory_fraction is not None for d in platform.devices):
+        return platform
+    if isinstance(weight_bytes, bool) or not (isinstance(weight_bytes, Real) and 0 < weight_bytes < math.inf):
+        raise ConfigError(
+            f"platform {platform.name!r} sizes memory by the model's weights, which must be > 0 bytes, "
+            f"got {weight_bytes!r} (a model without weights cannot be placed on it)"
+        )
+    devices = tuple(
+        d
+        if d.memory_fraction is None
+        else dataclasses.replace(d, memory_bytes=int(d.memory_fraction * weight_bytes))
+        for d in platform.devices
+    )
+    return dataclasses.replace(platform, devices=devices)
 
 
 def platform_names() -> list[str]:

@@ -29,7 +29,8 @@ class DeviceSpec(_Strict):
     kind: str
     ov_device: str = Field(min_length=1)
     precision: str
-    memory_bytes: Positive
+    memory_bytes: Positive | None = None
+    memory_fraction: Positive | None = None
     peak_flops: dict[str, Positive]
     mem_bandwidth: Positive
     launch_overhead: NonNegative
@@ -37,6 +38,15 @@ class DeviceSpec(_Strict):
     op_efficiency: dict[str, Positive] = Field(default_factory=dict)
     invoke_overhead: NonNegative = 0.0
     contention: NonNegative = 0.0
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> DeviceSpec:
+        if (self.memory_bytes is None) == (self.memory_fraction is None):
+            raise ValueError(
+                "give exactly one of memory_bytes (absolute) and memory_fraction (a share of the model's "
+                "weight bytes)"
+            )
+        return self
 
 
 class LinkSpec(_Strict):

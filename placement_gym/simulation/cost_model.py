@@ -203,7 +203,7 @@ class CostModel:
             out_bytes=f["out_bytes"],
             input_bytes=f["input_bytes"],
             result_bytes=f["result_bytes"],
-            capacity=np.array([dev.memory_bytes for dev in platform.devices], dtype=np.float64),
+            capacity=np.array(platform.capacities(), dtype=np.float64),
             invoke_overhead=np.array([dev.invoke_overhead for dev in platform.devices], dtype=np.float64),
             host=platform.host,
             contention=contention,

@@ -64,6 +64,7 @@ def _simulate(
     out_bytes: np.ndarray,  # (G,) float64
     capacity: np.ndarray,  # (D,) float64
     contention: np.ndarray,  # (D, D) float64
+    prepaid: np.ndarray,  # (G,) int64: device on which the group's subgraph is already started, or -1
 ) -> tuple[float, int, float]:
     """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
     n_groups = dev.shape[0]
@@ -104,6 +105,9 @@ def _simulate(
                 if a != b:
                     parent[b] = a
     started = np.zeros(n_groups, dtype=np.bool_)
+    for g in range(n_groups):
+        if prepaid[g] == dev[g]:
+            started[_find(parent, g)] = True
     # ---- list schedule
     finish = np.zeros(n_groups)
     dev_free = np.zeros(n_dev)
@@ -172,6 +176,7 @@ def _simulate_batch(
     out_bytes: np.ndarray,
     capacity: np.ndarray,
     contention: np.ndarray,
+    prepaid: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_simulate` over the rows of ``placements``: latencies, overflowing devices, peaks, each ``(B,)``."""
     n = placements.shape[0]
@@ -181,7 +186,7 @@ def _simulate_batch(
     for i in range(n):
         lat[i], over[i], peak[i] = _simulate(
             placements[i], order, pos, pred_ptr, pred_src, pred_bytes, last_use, compute, latency, inv_bw,
-            invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity, contention,
+            invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity, contention, prepaid,
         )  # fmt: skip
     return lat, over, peak
 
@@ -221,6 +226,8 @@ class Schedule:
         pred_bytes: Bytes of each incoming edge, shape ``(E,)``.
         last_use: Schedule position after which each group's output is freed, shape ``(G,)``.
         inv_bw: ``1 / bandwidth`` per link, shape ``(D, D)``, 0 on the diagonal.
+        prepaid: For each group, a device on which its subgraph counts as already started (no invoke
+            overhead: a part of a larger graph whose subgraph began before it), or -1; shape ``(G,)``.
     """
 
     cost: CostModel
@@ -231,15 +238,19 @@ class Schedule:
     pred_bytes: np.ndarray
     last_use: np.ndarray
     inv_bw: np.ndarray
+    prepaid: np.ndarray
 
     @classmethod
-    def build(cls, cost: CostModel, order: np.ndarray | None = None) -> Schedule:
+    def build(
+        cls, cost: CostModel, order: np.ndarray | None = None, prepaid: np.ndarray | None = None
+    ) -> Schedule:
         """The schedule of ``cost`` in its priority order, or in ``order`` if given.
 
         Args:
             cost: The cost model.
             order: A topological order of the groups to use instead of the priority order, shape ``(G,)``
                 (the exact solver schedules a part of a graph in the order the whole graph gives it).
+            prepaid: See :attr:`prepaid` (``None``: no group; a whole graph has none).
 
         Raises:
             BackendError: If ``order`` is not a topological order of ``cost``'s groups.
@@ -261,6 +272,8 @@ class Schedule:
             pos[order] = np.arange(g)
             if np.any(pos[cost.edge_src] >= pos[cost.edge_dst]):
                 raise BackendError("order is not a topological order of the groups")
+        if prepaid is not None and np.shape(prepaid) != (g,):
+            raise BackendError(f"prepaid must have shape ({g},), got {np.shape(prepaid)}")
         by_dst = np.argsort(cost.edge_dst, kind="stable")
         pred_ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(g + 1)).astype(np.int64)
         last_use = pos + 1
@@ -277,6 +290,7 @@ class Schedule:
             pred_bytes=np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64),
             last_use=last_use.astype(np.int64),
             inv_bw=inv_bw,
+            prepaid=np.full(g, -1, dtype=np.int64) if prepaid is None else np.asarray(prepaid, np.int64),
         )
 
     def _args(self) -> tuple:
@@ -285,7 +299,7 @@ class Schedule:
             self.order, self.pos, self.pred_ptr, self.pred_src, self.pred_bytes, self.last_use,
             np.ascontiguousarray(c.compute, dtype=np.float64), c.link_latency, self.inv_bw,
             c.invoke_overhead, int(c.host), c.input_bytes, c.result_bytes, c.param_bytes, c.out_bytes,
-            c.capacity, np.ascontiguousarray(c.contention, dtype=np.float64),
+            c.capacity, np.ascontiguousarray(c.contention, dtype=np.float64), self.prepaid,
         )  # fmt: skip
 
     def __post_init__(self) -> None:

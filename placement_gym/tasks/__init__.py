@@ -10,8 +10,9 @@ returns (Fu et al., "D4RL: Datasets for Deep Data-Driven Reinforcement Learning"
 
     score = (baseline / latency - 1) / (baseline / optimum - 1)
 
-0 is the baseline (the best single device, or where no single device can hold the model a documented
-feasible alternative), 1 the reference optimum.
+0 is the baseline (the best single device, or where no single device can hold the model the best of
+Baechi's memory-aware list schedulers m-TOPO, m-ETF and m-SCT, stored with its placement), 1 the reference
+optimum.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ReferenceOptimum:
         heft_latency: HEFT's latency, seconds.
         solver: The solver and its settings.
         solve_time: Seconds the solver ran, with the machine's load (``uptime``) when it ran.
+        baseline_placement: Where no single device can hold the model, the baseline's placement (the best
+            of Baechi's memory-aware list schedulers); ``None`` for a single-device baseline.
     """
 
     model: str
@@ -59,6 +62,7 @@ class ReferenceOptimum:
     heft_latency: float
     solver: dict[str, Any]
     solve_time: dict[str, Any]
+    baseline_placement: tuple[int, ...] | None = None
 
     @property
     def gap(self) -> float:
@@ -109,6 +113,8 @@ def reference_optima() -> dict[str, ReferenceOptimum]:
     out = {}
     for row in rows:
         row = dict(row, placement=tuple(row["placement"]))
+        if row.get("baseline_placement") is not None:
+            row["baseline_placement"] = tuple(row["baseline_placement"])
         ref = ReferenceOptimum(**row)
         out[_key(ref.model, ref.version, ref.platform, ref.level)] = ref
     return out

@@ -3,6 +3,7 @@ drops jumping edges, and the same answer whether segments are enumerated or solv
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from agents import make_method
 from agents.baselines.decomposition import find_cuts, segments
 from agents.baselines.exact import ExactPlacement, solve_decomposed
+from agents.baselines.exact_memory import resident_bytes
 from agents.baselines.heft import heft_placement
 from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
@@ -163,11 +165,27 @@ def test_exact_method_equals_brute_force(seed: int, k: int, platform: str, invok
     assert result.extra["status"] == "Optimal" and result.extra["gap"] <= 1e-6
 
 
-def test_memory_bound_problems_fall_back_to_the_whole_milp() -> None:
-    env = random_problem(104, 8, "cpu-dgpu", capacity=[1e12, 14e3])
-    result = make_method("exact", time_limit=30).place(env)
-    assert result.extra["solver"].startswith("milp")
-    assert result.latency == pytest.approx(brute_force(env), rel=1e-7)
+# capacities below every single device's peak (70-90% of it), where the unconstrained optimum overfills
+@pytest.mark.parametrize(
+    ("seed", "k", "platform", "capacity"),
+    [
+        (104, 8, "cpu-dgpu", 17652.0),
+        (5, 7, "cpu-dgpu", 21696.0),
+        (7, 6, "multi-accel", 13107.0),
+        (11, 8, "cpu-igpu", 16617.0),
+    ],
+)
+def test_memory_bound_problems_equal_brute_force(seed: int, k: int, platform: str, capacity: float) -> None:
+    free = random_problem(seed, k, platform)
+    env = random_problem(seed, k, platform, capacity=[capacity] * free.num_devices)
+    optimum = brute_force(env)
+    assert np.isfinite(optimum) and optimum > brute_force(free) * (1 + 1e-6)  # memory binds
+    assert not env.problem.has_baseline  # no single device holds the model
+    result = make_method("exact", time_limit=60).place(env)
+    assert result.extra["solver"].startswith("lagrangian")
+    assert result.latency == pytest.approx(optimum, rel=1e-7)
+    assert result.extra["lower_bound"] <= optimum * (1 + 1e-7)
+    assert result.extra["status"] == "Optimal"
 
 
 def test_bad_settings_are_named() -> None:
@@ -175,3 +193,46 @@ def test_bad_settings_are_named() -> None:
         ExactPlacement(segment_time_limit=0)
     with pytest.raises(PlacementGymError, match="max_segment"):
         ExactPlacement(max_segment=0)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_resident_bytes_bound_the_simulated_peak(seed: int) -> None:
+    """The Lagrangian's memory rows: exact on one device (no copies), below the peak of any split."""
+    cost = block_cost(seed, 3, 2)
+    sched = Schedule.build(cost)
+    resident = resident_bytes(cost, sched)  # (G, K)
+    probe = dataclasses.replace(cost, capacity=np.zeros(2))  # every placement overflows: run() gives the peak
+    single = Schedule.build(probe).run(np.zeros(cost.num_groups, dtype=np.int64))[2]
+    assert resident.sum(axis=0).max() == pytest.approx(single, rel=1e-12)
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        placement = rng.integers(0, 2, cost.num_groups)
+        lower = resident[placement == 0].sum(axis=0).max(initial=0.0)
+        probe = dataclasses.replace(cost, capacity=np.array([0.0, np.inf]))
+        assert lower <= Schedule.build(probe).run(placement)[2] * (1 + 1e-12) or lower == 0.0
+
+
+@pytest.mark.parametrize("invoke", [20e-6, 60e-6])
+@pytest.mark.parametrize("enumerate_limit", [4096, 1])
+def test_one_dropped_source_keeps_the_invoke_overheads(invoke: float, enumerate_limit: int) -> None:
+    """A broadcast source on the invoke device: the segment models count the subgraphs its edges join as
+    started (instead of freeing every overhead), which proves this optimum (by enumeration and by MILP
+    segments alike); freeing every overhead left a gap here."""
+    cost = block_cost(2, 3, 3, invoke, broadcast=True)
+    optimum = float(enumerate_all(cost).min())
+    allowed = np.ones((cost.num_groups, 3), dtype=bool)
+    result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=enumerate_limit)
+    assert result.dropped > 0
+    assert result.latency == pytest.approx(optimum, rel=1e-9)
+    assert result.gap <= 1e-6 and result.lower_bound <= optimum * (1 + 1e-9)
+
+
+def test_prepaid_groups_pay_no_invoke_overhead() -> None:
+    cost = block_cost(0, 1, 2, invoke=50e-6)
+    on_last = np.ones(cost.num_groups, dtype=np.int64)  # everything on the device with the overhead
+    plain = Schedule.build(cost).run(on_last)[0]
+    prepaid = Schedule.build(cost, prepaid=np.full(cost.num_groups, 1)).run(on_last)[0]
+    other = Schedule.build(cost, prepaid=np.full(cost.num_groups, 0)).run(on_last)[0]
+    assert plain - prepaid == pytest.approx(50e-6, rel=1e-9) and other == plain
+    with pytest.raises(PlacementGymError, match="prepaid must have shape"):
+        Schedule.build(cost, prepaid=np.zeros(2))

@@ -9,6 +9,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import placement_gym
+from placement_gym.errors import PlacementError
 from placement_gym.zoo import BENCHMARK_MODELS
 
 SIMULATED = [i for i in placement_gym.ENV_IDS if not gym.spec(i).nondeterministic]
@@ -27,8 +28,10 @@ def test_every_model_has_every_version_and_suite_task() -> None:
 
 @pytest.mark.parametrize("env_id", SIMULATED)
 def test_check_env_simulated_ids_on_tiny_model(env_id: str) -> None:
-    """Every simulated ID passes both checkers, with the tiny model swapped in for speed."""
-    env = gym.make(env_id, model="tiny_cnn")
+    """Every simulated ID passes both checkers, with the tiny model swapped in for speed (on model-parallel,
+    whose baseline is stored for the zoo models only, with the latency reward, which needs no baseline)."""
+    extra = {"reward": "neg_latency_ms"} if "model_parallel" in env_id else {}
+    env = gym.make(env_id, model="tiny_cnn", **extra)
     gym_check_env(env.unwrapped)
     sb3_check_env(env.unwrapped, warn=False)
     env.close()
@@ -54,3 +57,11 @@ def test_v0_keeps_the_first_calibration() -> None:
     assert gpu_old.op_efficiency["MatMul"] == 0.08 and gpu_new.op_efficiency["MatMul"] < 0.08
     gpu_only = np.ones(old.num_groups, dtype=np.int64)
     assert old.problem.evaluate(gpu_only).latency < new.problem.evaluate(gpu_only).latency
+
+
+def test_model_parallel_without_a_stored_baseline_names_the_fix() -> None:
+    """No single device holds the model and no split is stored for it: the speedup rewards say what to use."""
+    problem = gym.make(placement_gym.suite_id("bert", "model-parallel"), model="tiny_cnn").unwrapped.problem
+    assert not problem.has_baseline
+    with pytest.raises(PlacementError, match="out of memory.*neg_latency_ms"):
+        _ = problem.baseline

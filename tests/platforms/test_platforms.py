@@ -7,11 +7,18 @@ import pytest
 
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
-from placement_gym.platforms import Device, Link, load_platform, platform_from_dict, platform_names
+from placement_gym.platforms import (
+    Device,
+    Link,
+    load_platform,
+    platform_from_dict,
+    platform_names,
+    resolve_memory,
+)
 from placement_gym.simulation.cost_model import CostModel
 from tests.hardware import two_threads_run_in_parallel
 
-DATA_PLATFORMS = ["cpu-dgpu", "cpu-igpu", "multi-accel"]
+DATA_PLATFORMS = ["cpu-dgpu", "cpu-igpu", "multi-accel", "model-parallel"]
 
 
 def test_names_listed() -> None:
@@ -189,3 +196,31 @@ def test_cpu_dgpu_allows_hsdag_speedup() -> None:
         cpu, _ = _cpu_and_gpu_only(model, "cpu-dgpu")
         speedups.append(cpu / reference_optimum(model, 1, "cpu-dgpu").latency)
     assert max(speedups) >= HSDAG_BEST_SPEEDUP
+
+
+def test_relative_memory_is_resolved_per_model() -> None:
+    """model-parallel sizes every device by the model's weights: no model fits one device, whatever its size."""
+    plat = load_platform("model-parallel")
+    assert plat.unresolved
+    with pytest.raises(ConfigError, match="fractions of the model's weights"):
+        plat.capacities()
+    bench = load_benchmark("tiny_cnn")
+    with pytest.raises(ConfigError, match="fractions of the model's weights"):
+        CostModel.from_benchmark(bench, bench.coarsen("fused"), plat, profile="roofline")
+    resolved = resolve_memory(plat, 1e9)
+    assert resolved.capacities() == [int(d.memory_fraction * 1e9) for d in plat.devices]
+    assert all(d.memory_fraction < 1 for d in plat.devices)
+    assert resolve_memory(load_platform("cpu-dgpu"), 1e9) == load_platform("cpu-dgpu")
+    with pytest.raises(ConfigError, match="must be > 0 bytes"):
+        resolve_memory(plat, 0.0)
+
+
+def test_device_memory_is_absolute_or_relative() -> None:
+    device = {"name": "a", "kind": "cpu", "ov_device": "CPU", "precision": "f32", "peak_flops": {"f32": 1e12},
+              "mem_bandwidth": 1e10, "launch_overhead": 1e-6}  # fmt: skip
+    for memory in ({}, {"memory_bytes": 1e9, "memory_fraction": 0.5}):
+        with pytest.raises(ConfigError, match="exactly one of memory_bytes"):
+            platform_from_dict({"name": "m", "devices": [device | memory]})
+    with pytest.raises(ConfigError, match="memory_fraction"):
+        platform_from_dict({"name": "m", "devices": [device | {"memory_fraction": -0.5}]})
+    assert platform_from_dict({"name": "m", "devices": [device | {"memory_fraction": 0.5}]}).unresolved
