@@ -46,7 +46,8 @@ class DevicePlacementEnv(gym.Env):
       speedups); ``DevicePlacementSim-<model>-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
       calibration);
     * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
-      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``);
+      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``); also for the
+      held-out families ``vit_b16`` and ``convnext_t`` (zero-shot transfer tests, not for training);
     * ``DevicePlacement-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
