@@ -10,6 +10,10 @@ optimum) is the mean over seeds of each run's score.
 
     python -m experiments.report results/paper-sim                    # paper-style and quality tables
     python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
+
+Several folders are read as one set of rows: a cell (model, graph, platform, method, seed, budget) found in
+more than one folder is taken from the last folder that has it. Rows of a graph other than the one a
+reference optimum was solved on (another group count) get no normalised score.
 """
 
 from __future__ import annotations
@@ -45,10 +49,19 @@ def _geomean(values: list[float]) -> float:
 
 
 def reference_of(row: ResultRow) -> ReferenceOptimum | None:
-    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``."""
+    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``, also when the
+    row ran on a graph with another group count than the optimum's (e.g. BERT's fused level before a
+    fusion fix)."""
     if row.backend != "simulated":
         return None
-    return reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+    ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+    return ref if ref is not None and len(ref.placement) == row.groups else None
+
+
+def merge_rows(rows: list[ResultRow]) -> list[ResultRow]:
+    """``rows`` with one row per cell (task, graph, method, seed, budget): the last one wins."""
+    cells = {(*row.key, row.graph_version, row.groups): row for row in rows}
+    return list(cells.values())
 
 
 def _score(row: ResultRow) -> float:
@@ -291,7 +304,7 @@ def suite_table(summary: list[dict]) -> str:
     refs: dict[tuple, ReferenceOptimum] = {}
     for s in summary:
         ref = reference_optima().get(f"{s['model']}/v1/{s['platform']}/{s['coarsening']}")
-        if ref is None or s["backend"] != "simulated":
+        if ref is None or s["backend"] != "simulated" or s["groups"] != len(ref.placement):
             continue
         key = (s["platform"], s["model"])
         refs[key] = ref
@@ -332,10 +345,15 @@ def main(argv: list[str] | None = None) -> None:
     from experiments.runs import ResultStore
 
     parser = argparse.ArgumentParser(description="Paper-style tables of benchmark results.")
-    parser.add_argument("folders", nargs="+", type=Path, help="folders holding results.jsonl")
+    parser.add_argument(
+        "folders",
+        nargs="+",
+        type=Path,
+        help="folders holding results.jsonl (a cell in several: the last wins)",
+    )
     parser.add_argument("--suite", action="store_true", help="print the suite table (normalised scores)")
     args = parser.parse_args(argv)
-    rows = [r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()]
+    rows = merge_rows([r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()])
     summary = summarise(rows)
     if args.suite:
         print(suite_table(summary))
