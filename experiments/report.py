@@ -72,20 +72,21 @@ def _score(row: ResultRow) -> float:
 
 
 def summarise(rows: list[ResultRow]) -> list[dict]:
-    """One dict per (platform, backend, model, method) with aggregated figures."""
+    """One dict per (platform, backend, model, method) with aggregated figures (rows of another graph of
+    the model, e.g. another group count, are summarised apart)."""
     groups: dict[tuple, list[ResultRow]] = defaultdict(list)
     for row in rows:
-        groups[(row.platform, row.backend, row.model, row.method)].append(row)
+        groups[(row.platform, row.backend, row.model, row.method, row.graph_version, row.groups)].append(row)
     milp = {
-        (p, b, m): float(np.mean([r.latency for r in rs]))
-        for (p, b, m, meth), rs in groups.items()
+        (p, b, m, v, g): float(np.mean([r.latency for r in rs]))
+        for (p, b, m, meth, v, g), rs in groups.items()
         if meth.split(":")[0] == "milp"
     }
     out = []
-    for (platform, backend, model, method), rs in groups.items():
+    for (platform, backend, model, method, version, n_groups), rs in groups.items():
         lat = np.array([r.latency for r in rs])
         finite = lat[np.isfinite(lat)]
-        ref = milp.get((platform, backend, model))
+        ref = milp.get((platform, backend, model, version, n_groups))
         mean = float(finite.mean()) if len(finite) else float("inf")
         collapsed = [r.extra["collapsed_fraction"] for r in rs if "collapsed_fraction" in r.extra]
         out.append(

@@ -47,6 +47,10 @@ def test_rows_of_another_graph_get_no_score_and_stay_out_of_the_suite() -> None:
     stale = next(s for s in summary if s["method"] == "heft")
     assert stale["score"] != stale["score"]  # NaN: scored against another graph's optimum it would be 1.0
     assert "heft" not in suite_table(summary).splitlines()[0]
+    # the same method on both graphs: summarised apart, and the suite shows the current graph's cell
+    both = summarise([_row("hsdag", ref.latency, groups=267), _row("hsdag", ref.baseline_latency)])
+    assert sorted(s["groups"] for s in both) == [206, 267]
+    assert suite_table(both).splitlines()[2].endswith("| 0.00 |")
 
 
 def test_merge_rows_keeps_the_last_row_of_each_cell() -> None:
