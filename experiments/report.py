@@ -10,6 +10,7 @@ optimum) is the mean over seeds of each run's score.
 
     python -m experiments.report results/paper-sim                    # paper-style and quality tables
     python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
+    python -m experiments.report --suite results/igpu-search --methods heft ppo_gnn   # only these columns
 
 Several folders are read as one set of rows: a cell (model, graph, platform, method, seed, budget) found in
 more than one folder is taken from the last folder that has it. Rows of a graph other than the one a
@@ -353,8 +354,11 @@ def main(argv: list[str] | None = None) -> None:
         help="folders holding results.jsonl (a cell in several: the last wins)",
     )
     parser.add_argument("--suite", action="store_true", help="print the suite table (normalised scores)")
+    parser.add_argument("--methods", nargs="+", help="only these methods (labels as printed, e.g. ppo_gnn)")
     args = parser.parse_args(argv)
     rows = merge_rows([r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()])
+    if args.methods:
+        rows = [r for r in rows if method_label(r.method) in args.methods]
     summary = summarise(rows)
     if args.suite:
         print(suite_table(summary))

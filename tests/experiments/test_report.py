@@ -58,3 +58,16 @@ def test_merge_rows_keeps_the_last_row_of_each_cell() -> None:
     old_graph = _row("hsdag", 0.034, groups=267)
     merged = merge_rows([first, other_seed, old_graph, again])
     assert sorted(r.latency for r in merged) == [0.032, 0.033, 0.034]
+
+
+def test_suite_from_several_folders_with_a_method_filter(tmp_path, capsys) -> None:
+    from experiments.report import main
+    from experiments.runs import ResultStore
+
+    ref = reference_optimum("bert", 1, "cpu-igpu")
+    ResultStore(tmp_path / "a" / "results.jsonl").append(_row("heft", ref.baseline_latency))
+    ResultStore(tmp_path / "b" / "results.jsonl").append(_row("heft", ref.latency))  # same cell: b wins
+    ResultStore(tmp_path / "b" / "results.jsonl").append(_row("hsdag", ref.latency))
+    main(["--suite", str(tmp_path / "a"), str(tmp_path / "b"), "--methods", "heft"])
+    header, _, row = capsys.readouterr().out.splitlines()
+    assert "| heft |" in header and "hsdag" not in header and row.endswith("| 1.00 |")
