@@ -294,7 +294,8 @@ def quality_table(summary: list[dict]) -> str:
 
 #: Column order of :func:`suite_table`: classical methods, the solvers, then the learners.
 _SUITE_ORDER = (
-    "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai", "exact", "random_search", "hsdag",
+    "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai", "exact", "random_search", "local_search",
+    "simulated_annealing", "hsdag",
     "rl_placement", "grouper_placer", "placeto", "ppo_gnn", "a2c_gnn", "maskable_ppo_gnn", "ppo_mlp",
 )  # fmt: skip
 
