@@ -10,6 +10,11 @@ optimum) is the mean over seeds of each run's score.
 
     python -m experiments.report results/paper-sim                    # paper-style and quality tables
     python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
+    python -m experiments.report --suite results/igpu-search --methods heft ppo_gnn   # only these columns
+
+Several folders are read as one set of rows: a cell (model, graph, platform, method, seed, budget) found in
+more than one folder is taken from the last folder that has it. Rows of a graph other than the one a
+reference optimum was solved on (another group count) get no normalised score.
 """
 
 from __future__ import annotations
@@ -45,10 +50,19 @@ def _geomean(values: list[float]) -> float:
 
 
 def reference_of(row: ResultRow) -> ReferenceOptimum | None:
-    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``."""
+    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``, also when the
+    row ran on a graph with another group count than the optimum's (e.g. BERT's fused level before a
+    fusion fix)."""
     if row.backend != "simulated":
         return None
-    return reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+    ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+    return ref if ref is not None and len(ref.placement) == row.groups else None
+
+
+def merge_rows(rows: list[ResultRow]) -> list[ResultRow]:
+    """``rows`` with one row per cell (task, graph, method, seed, budget): the last one wins."""
+    cells = {(*row.key, row.graph_version, row.groups): row for row in rows}
+    return list(cells.values())
 
 
 def _score(row: ResultRow) -> float:
@@ -59,20 +73,21 @@ def _score(row: ResultRow) -> float:
 
 
 def summarise(rows: list[ResultRow]) -> list[dict]:
-    """One dict per (platform, backend, model, method) with aggregated figures."""
+    """One dict per (platform, backend, model, method) with aggregated figures (rows of another graph of
+    the model, e.g. another group count, are summarised apart)."""
     groups: dict[tuple, list[ResultRow]] = defaultdict(list)
     for row in rows:
-        groups[(row.platform, row.backend, row.model, row.method)].append(row)
+        groups[(row.platform, row.backend, row.model, row.method, row.graph_version, row.groups)].append(row)
     milp = {
-        (p, b, m): float(np.mean([r.latency for r in rs]))
-        for (p, b, m, meth), rs in groups.items()
+        (p, b, m, v, g): float(np.mean([r.latency for r in rs]))
+        for (p, b, m, meth, v, g), rs in groups.items()
         if meth.split(":")[0] == "milp"
     }
     out = []
-    for (platform, backend, model, method), rs in groups.items():
+    for (platform, backend, model, method, version, n_groups), rs in groups.items():
         lat = np.array([r.latency for r in rs])
         finite = lat[np.isfinite(lat)]
-        ref = milp.get((platform, backend, model))
+        ref = milp.get((platform, backend, model, version, n_groups))
         mean = float(finite.mean()) if len(finite) else float("inf")
         collapsed = [r.extra["collapsed_fraction"] for r in rs if "collapsed_fraction" in r.extra]
         out.append(
@@ -279,7 +294,8 @@ def quality_table(summary: list[dict]) -> str:
 
 #: Column order of :func:`suite_table`: classical methods, the solvers, then the learners.
 _SUITE_ORDER = (
-    "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai", "exact", "random_search", "hsdag",
+    "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai", "exact", "random_search", "local_search",
+    "simulated_annealing", "hsdag",
     "rl_placement", "grouper_placer", "placeto", "ppo_gnn", "a2c_gnn", "maskable_ppo_gnn", "ppo_mlp",
 )  # fmt: skip
 
@@ -291,7 +307,7 @@ def suite_table(summary: list[dict]) -> str:
     refs: dict[tuple, ReferenceOptimum] = {}
     for s in summary:
         ref = reference_optima().get(f"{s['model']}/v1/{s['platform']}/{s['coarsening']}")
-        if ref is None or s["backend"] != "simulated":
+        if ref is None or s["backend"] != "simulated" or s["groups"] != len(ref.placement):
             continue
         key = (s["platform"], s["model"])
         refs[key] = ref
@@ -332,10 +348,18 @@ def main(argv: list[str] | None = None) -> None:
     from experiments.runs import ResultStore
 
     parser = argparse.ArgumentParser(description="Paper-style tables of benchmark results.")
-    parser.add_argument("folders", nargs="+", type=Path, help="folders holding results.jsonl")
+    parser.add_argument(
+        "folders",
+        nargs="+",
+        type=Path,
+        help="folders holding results.jsonl (a cell in several: the last wins)",
+    )
     parser.add_argument("--suite", action="store_true", help="print the suite table (normalised scores)")
+    parser.add_argument("--methods", nargs="+", help="only these methods (labels as printed, e.g. ppo_gnn)")
     args = parser.parse_args(argv)
-    rows = [r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()]
+    rows = merge_rows([r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()])
+    if args.methods:
+        rows = [r for r in rows if method_label(r.method) in args.methods]
     summary = summarise(rows)
     if args.suite:
         print(suite_table(summary))

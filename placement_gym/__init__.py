@@ -14,7 +14,9 @@ Importing the package registers the Gymnasium environments:
 * ``DevicePlacement-v0``: any ``model=`` (zoo name, IR or ONNX path), ``platform=``, ``backend=``,
   ``coarsening=``.
 
-``<model>`` is one of ``inception_v3``, ``resnet50``, ``bert``.
+``<model>`` is one of ``inception_v3``, ``resnet50``, ``bert``. The held-out families ``vit_b16`` and
+``convnext_t`` (:data:`HELD_OUT_MODELS`, for zero-shot transfer: not for training) have only the suite IDs
+``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``.
 
 :class:`PlacementProblem` (graph, platform, backend, reward; validation, counting, single and batched
 evaluation) is what methods work on; :func:`problem_of` returns the problem behind an env.
@@ -28,6 +30,8 @@ __version__ = "0.1.0"
 
 _ENTRY = "placement_gym.envs.device_placement:DevicePlacementEnv"
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")  # kept equal to zoo.BENCHMARK_MODELS by a test
+#: Model families kept out of training for zero-shot transfer (kept equal to zoo.HELD_OUT_MODELS by a test).
+HELD_OUT_MODELS = ("vit_b16", "convnext_t")
 SIM_PLATFORM = "cpu-dgpu"
 #: Platform of each version of ``DevicePlacementSim-<model>-v<N>``.
 SIM_PLATFORM_VERSIONS = {0: "cpu-dgpu-v0", 1: SIM_PLATFORM}
@@ -57,6 +61,10 @@ def _register_all() -> list[str]:
         for platform in SUITE_PLATFORMS:
             sim = {"model": model, "platform": platform, "backend": "simulated"}
             specs.append((suite_id(model, platform), sim, False))
+    for model in HELD_OUT_MODELS:
+        for platform in SUITE_PLATFORMS:
+            sim = {"model": model, "platform": platform, "backend": "simulated"}
+            specs.append((suite_id(model, platform), sim, False))
     for env_id, kwargs, nondeterministic in specs:
         if env_id not in registry:
             register(id=env_id, entry_point=_ENTRY, kwargs=kwargs, nondeterministic=nondeterministic)
@@ -81,6 +89,7 @@ def __getattr__(name: str):
 __all__ = [
     "BENCHMARK_MODELS",
     "ENV_IDS",
+    "HELD_OUT_MODELS",
     "SIM_PLATFORM",
     "SIM_PLATFORM_VERSIONS",
     "SUITE_PLATFORMS",

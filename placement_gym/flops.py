@@ -84,6 +84,14 @@ def estimate_flops(op: ov.Node) -> float:
         attrs = op.get_attributes()
         k = a[-2] if (attrs.get("transpose_a") and len(a) > 1) else a[-1]
         return 2.0 * out * float(k)
+    if kind == "ScaledDotProductAttention":
+        # softmax(Q K^T * scale + mask) V with Q [..., L, E], K [..., S, E], V [..., S, Ev]: two matrix
+        # products and a softmax over the L x S scores (OpenVINO fuses eager attention into this op).
+        q = list(op.input(0).get_partial_shape().to_shape())
+        k = list(op.input(1).get_partial_shape().to_shape())
+        v = list(op.input(2).get_partial_shape().to_shape())
+        scores = float(np.prod(q[:-1], dtype=np.float64)) * float(k[-2])
+        return scores * (2.0 * q[-1] + 2.0 * v[-1] + _PER_ELEMENT["Softmax"])
     if kind in _REDUCTIONS:
         return _elems(op.input(0).get_partial_shape())
     if kind in _DATA_MOVEMENT:

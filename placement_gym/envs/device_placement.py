@@ -46,7 +46,8 @@ class DevicePlacementEnv(gym.Env):
       speedups); ``DevicePlacementSim-<model>-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
       calibration);
     * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
-      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``);
+      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``); also for the
+      held-out families ``vit_b16`` and ``convnext_t`` (zero-shot transfer tests, not for training);
     * ``DevicePlacement-<model>-model_parallel-sim-v0``: the suite's memory-constrained tasks (simulated,
       platform ``model-parallel``: every device's memory a fraction of the model's weights, so no single
       device holds it; the baseline is the best of Baechi's memory-aware list schedulers);

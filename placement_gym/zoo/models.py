@@ -115,6 +115,37 @@ def _resnet50() -> nn.Module:
     return _ImageInput(ResNetForImageClassification(config))
 
 
+_VIT_B16 = dict(
+    image_size=224, patch_size=16, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+    intermediate_size=3072, num_labels=1000,
+)  # fmt: skip
+_VIT_TINY = dict(
+    image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=64, num_labels=10,
+)  # fmt: skip
+_CONVNEXT_T = dict(depths=[3, 3, 9, 3], hidden_sizes=[96, 192, 384, 768], num_labels=1000)
+_CONVNEXT_TINY = dict(depths=[1, 1, 2, 1], hidden_sizes=[8, 16, 32, 64], num_labels=10)
+
+
+def _vit(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import ViTConfig, ViTForImageClassification
+
+        config = ViTConfig(**cfg, attn_implementation="eager")
+        return _ImageInput(ViTForImageClassification(config))
+
+    return build
+
+
+def _convnext(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import ConvNextConfig, ConvNextForImageClassification
+
+        return _ImageInput(ConvNextForImageClassification(ConvNextConfig(**cfg)))
+
+    return build
+
+
 def _inception_v3() -> nn.Module:
     from placement_gym.zoo.inception_v3 import InceptionV3
 
@@ -171,6 +202,22 @@ MODELS: dict[str, ModelSpec] = {
             {**_BERT_BASE, "seq_len": 128, "attn": "eager"},
         ),
         ModelSpec(
+            "vit_b16",
+            1,
+            "ViT-B/16 (transformers ViTForImageClassification), 224x224, batch 1 (held out)",
+            _seeded(_vit(_VIT_B16)),
+            _image(224),
+            {**_VIT_B16, "input": [1, 3, 224, 224], "attn": "eager"},
+        ),
+        ModelSpec(
+            "convnext_t",
+            1,
+            "ConvNeXt-T (transformers ConvNextForImageClassification), 224x224, batch 1 (held out)",
+            _seeded(_convnext(_CONVNEXT_T)),
+            _image(224),
+            {**_CONVNEXT_T, "input": [1, 3, 224, 224]},
+        ),
+        ModelSpec(
             "tiny_bert",
             1,
             "2-layer BERT, hidden 32, sequence length 16 (tests)",
@@ -186,11 +233,29 @@ MODELS: dict[str, ModelSpec] = {
             _image(16),
             {"input": [1, 3, 16, 16]},
         ),
+        ModelSpec(
+            "tiny_vit",
+            1,
+            "2-layer ViT, hidden 32, 32x32 image in 8x8 patches (tests)",
+            _seeded(_vit(_VIT_TINY)),
+            _image(32),
+            {**_VIT_TINY, "input": [1, 3, 32, 32], "attn": "eager"},
+        ),
+        ModelSpec(
+            "tiny_convnext",
+            1,
+            "ConvNeXt with stages of 1-2 blocks, widths 8-64, 32x32 (tests)",
+            _seeded(_convnext(_CONVNEXT_TINY)),
+            _image(32),
+            {**_CONVNEXT_TINY, "input": [1, 3, 32, 32]},
+        ),
     ]
 }
 
 #: The models the paper-style benchmarks use.
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")
+#: Model families kept out of training, for zero-shot transfer tests (issue #11): never train on them.
+HELD_OUT_MODELS = ("vit_b16", "convnext_t")
 
 
 def get_spec(name: str) -> ModelSpec:
