@@ -31,7 +31,7 @@ from agents.baselines.baechi import etf_placement, favourite_children, m_topo_pl
 from agents.baselines.common import allowed_devices
 from agents.baselines.exact import ExactPlacement
 from agents.baselines.heft import heft_placement
-from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS, SUITE_PLATFORMS
+from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS
 from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, reference_optima
 
@@ -67,12 +67,12 @@ def memory_aware_baseline(env: DevicePlacementEnv) -> tuple[str, np.ndarray, flo
 
 
 def tasks(models: list[str], platforms: list[str]) -> list[tuple[str, str]]:
-    """The (model, platform) pairs to solve: every pair, but held-out models on the suite platforms only."""
+    """The (model, platform) pairs to solve: every pair, but held-out models on ``HELD_OUT_PLATFORMS`` only."""
     return [
         (model, platform)
         for platform in platforms
         for model in models
-        if model not in HELD_OUT_MODELS or platform in SUITE_PLATFORMS
+        if model not in HELD_OUT_MODELS or platform in HELD_OUT_PLATFORMS
     ]
 
 
