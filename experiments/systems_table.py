@@ -1,36 +1,45 @@
 """The learning systems against issue #14's targets: headroom captured, random search, collapsed updates.
 
 For every (platform, model, learning system) it reads the bench rows at two budgets and prints, with the
-median over seeds: the latency, the normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``
-(the share of the headroom between the best single device and the reference optimum that is captured;
-1 = optimal, 0 = no better than one device, negative = worse; "n/a" where the headroom is under 1%),
-whether it beats random search at the
-same budget, the mean share of collapsed updates, and whether the larger budget is no worse.
+median over seeds: the latency, the normalised score against the task's stored reference optimum
+(:func:`placement_gym.tasks.reference_optimum`: ``(baseline / latency - 1) / (baseline / optimum - 1)``
+with the best single device as baseline; 1 = optimal, 0 = no better than one device, negative = worse),
+whether it beats random search at the same budget, the mean share of collapsed updates, and whether the
+larger budget is no worse. ``--curves`` adds the learning curves: the median normalised score of the best
+placement found so far after a number of evaluations, with each run's collapsed-update share beside it.
 
-The reference optimum of a (platform, model) is the best feasible latency in any row of the ``--reference``
-folders and of the two budgets' folders (the MILP's incumbent or any method's best placement).
+Rows whose group count differs from the stored optimum's (made on another version of the graph) are left
+out, and counted on stderr.
 
 Usage:
-    python -m experiments.systems_table --small results/systems-500 --large results/systems-2000 \
-        --reference results/systems-500 results/igpu-sim
+    python -m experiments.systems_table --small results/systems14-500 --large results/systems14-2000 --curves
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from experiments.runs import ResultRow, ResultStore
+from placement_gym.errors import UnknownNameError
+from placement_gym.tasks import ReferenceOptimum, reference_optimum
 
 #: The reimplemented learning systems.
 SYSTEMS = ("hsdag", "rl_placement", "grouper_placer", "placeto")
 
+#: Evaluations at which the learning curves are read.
+CHECKPOINTS = (25, 50, 100, 200, 300, 500, 1000, 1500, 2000)
 
-def load_rows(folders: list[Path]) -> list[ResultRow]:
+Reference = Callable[[ResultRow], ReferenceOptimum]
+
+
+def load_rows(folders: Sequence[Path]) -> list[ResultRow]:
     """The rows of the ``results.jsonl`` of each folder (missing folders are skipped); a cell (model,
     platform, method, seed, budget...) found in several folders counts once, from the first."""
     rows: dict[tuple, ResultRow] = {}
@@ -42,27 +51,34 @@ def load_rows(folders: list[Path]) -> list[ResultRow]:
     return list(rows.values())
 
 
-#: Below this headroom (optimum's speedup over the best single device) the score is not reported: the
-#: denominator is within the simulator's rounding of the MILP's incumbent and the ratio means nothing.
-MIN_HEADROOM = 0.01
+def stored_reference(row: ResultRow) -> ReferenceOptimum:
+    """The stored reference optimum of a row's task (model, graph version, platform, coarsening)."""
+    return reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
 
 
-def _score(baseline: float, latency: float, optimum: float) -> float:
-    if not math.isfinite(latency) or baseline / optimum - 1 < MIN_HEADROOM:
-        return float("nan")
-    return (baseline / latency - 1) / (baseline / optimum - 1)
+def current_rows(rows: list[ResultRow], reference: Reference) -> tuple[list[ResultRow], list[ResultRow]]:
+    """``(rows of a task with a reference optimum and its group count, the others)``."""
+    kept, dropped = [], []
+    for row in rows:
+        try:
+            ref = reference(row)
+        except UnknownNameError:
+            dropped.append(row)
+            continue
+        (kept if row.groups == len(ref.placement) else dropped).append(row)
+    return kept, dropped
 
 
 def _pct(value: float) -> str:
     return f"{value:.0%}" if math.isfinite(value) else "n/a"
 
 
-def _verdict(met: bool, no_worse: bool | None, score: float, vs_single: float) -> str:
-    if not math.isfinite(score):
-        return f"n/a (headroom < 1%); {vs_single:.2f}x the best single device"
-    if not met:
-        return "no"
-    return "yes" if no_worse is not None else "yes at 500 (2000 not run)"
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else math.nan
+
+
+def _collapsed(rows: list[ResultRow]) -> float:
+    return float(np.mean([r.extra.get("collapsed_fraction", math.nan) for r in rows])) if rows else math.nan
 
 
 def _by_cell(rows: list[ResultRow]) -> dict[tuple[str, str, str], list[ResultRow]]:
@@ -72,69 +88,113 @@ def _by_cell(rows: list[ResultRow]) -> dict[tuple[str, str, str], list[ResultRow
     return cells
 
 
-def targets_table(small: list[ResultRow], large: list[ResultRow], reference: list[ResultRow]) -> str:
-    """The markdown table (one block per platform)."""
-    optimum: dict[tuple[str, str], float] = defaultdict(lambda: math.inf)
-    baseline: dict[tuple[str, str], float] = {}
-    for row in [*reference, *small, *large]:
-        if row.latency is not None and math.isfinite(row.latency):
-            optimum[(row.platform, row.model)] = min(optimum[(row.platform, row.model)], row.latency)
-        if row.method == "single_device":  # the best single device (every device evaluated)
-            baseline[(row.platform, row.model)] = row.latency
+def _verdict(beats: bool, score: float, collapsed: float, no_worse: bool | None) -> str:
+    missed = [
+        name
+        for name, ok in (
+            ("random", beats),
+            ("60%", score >= 0.6),
+            ("collapsed", collapsed < 0.1),
+            ("2000", no_worse is not False),
+        )
+        if not ok
+    ]
+    if missed:
+        return "no (" + ", ".join(missed) + ")"
+    return "yes" if no_worse is not None else "yes at 500 (2000 not run)"
+
+
+def targets_table(
+    small: list[ResultRow], large: list[ResultRow], reference: Reference = stored_reference
+) -> str:
+    """The markdown table (one block per platform); ``reference(row)`` gives a row's reference optimum."""
     cells_small, cells_large = _by_cell(small), _by_cell(large)
     lines: list[str] = []
     for platform in sorted({p for p, _, _ in cells_small}):
         lines += [
-            f"### {platform}",
+            f"#### `{platform}`",
             "",
             "| model | system | seeds | latency ms @500 | score @500 | random @500 | beats random | collapsed @500 "
-            "| latency ms @2000 | score @2000 | collapsed @2000 | @2000 no worse | targets met |",
+            "| latency ms @2000 | score @2000 | collapsed @2000 | @2000 no worse | targets met (missed) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for model in sorted({m for p, m, _ in cells_small if p == platform}):
-            key = (platform, model)
-            if key not in baseline:
-                continue
-            base, opt = baseline[key], optimum[key]
             rnd = cells_small.get((platform, model, "random_search"), [])
-            rnd_med = float(np.median([r.latency for r in rnd])) if rnd else math.nan
-            rnd_large = cells_large.get((platform, model, "random_search"), [])
-            rnd_large_med = float(np.median([r.latency for r in rnd_large])) if rnd_large else math.nan
+            rnd_med = _median([r.latency for r in rnd])
+            ref = None
             for system in SYSTEMS:
                 rs = cells_small.get((platform, model, system), [])
                 if not rs:
                     continue
-                med = float(np.median([r.latency for r in rs]))
-                score = _score(base, med, opt)
-                collapsed = float(np.mean([r.extra.get("collapsed_fraction", math.nan) for r in rs]))
+                ref = reference(rs[0])
+                med = _median([r.latency for r in rs])
+                score, collapsed = ref.score(med), _collapsed(rs)
                 beats = med < rnd_med
                 rl = cells_large.get((platform, model, system), [])
+                no_worse: bool | None = None
+                large_cells = "not run | - | - | -"
                 if rl:
-                    med_l = float(np.median([r.latency for r in rl]))
-                    score_l, coll_l = (
-                        _score(base, med_l, opt),
-                        float(np.mean([r.extra.get("collapsed_fraction", math.nan) for r in rl])),
-                    )
+                    med_l = _median([r.latency for r in rl])
                     no_worse = med_l <= med * (1 + 1e-9)
                     large_cells = (
-                        f"{med_l * 1e3:.3f} | {_pct(score_l)} | {coll_l:.0%} | {'yes' if no_worse else 'no'}"
+                        f"{med_l * 1e3:.3f} | {_pct(ref.score(med_l))} | {_collapsed(rl):.0%} | "
+                        f"{'yes' if no_worse else 'no'}"
                     )
-                    if rnd_large:
-                        large_cells += "" if med_l < rnd_large_med else " (random better)"
-                else:
-                    no_worse = None
-                    large_cells = "not run | - | - | -"
-                met = beats and score >= 0.6 and collapsed < 0.1 and no_worse is not False
                 lines.append(
-                    f"| {model} | {system} | {len(rs)} | {med * 1e3:.3f} | {_pct(score)} | {rnd_med * 1e3:.3f} | "
-                    f"{'yes' if beats else 'no'} | {collapsed:.0%} | {large_cells} | "
-                    f"{_verdict(met, no_worse, score, med / base)} |"
+                    f"| {model} | {system} | {len(rs)} | {med * 1e3:.3f} | {_pct(score)} | {rnd_med * 1e3:.3f} "
+                    f"({_pct(ref.score(rnd_med)) if rnd else 'n/a'}) | {'yes' if beats else 'no'} | "
+                    f"{collapsed:.0%} | {large_cells} | {_verdict(beats, score, collapsed, no_worse)} |"
                 )
-            lines.append(
-                f"| {model} | *reference* | | best single {base * 1e3:.3f} | 0% | | | | optimum {opt * 1e3:.3f} | 100% "
-                f"| headroom {base / opt - 1:.1%} | | |"
-            )
+            if ref is not None:
+                lines.append(
+                    f"| {model} | *reference* | | {ref.baseline} {ref.baseline_latency * 1e3:.3f} | 0% | | | "
+                    f"| optimum {ref.latency * 1e3:.3f} (gap {ref.gap:.2%}) | 100% | headroom {ref.headroom:.3f} | | |"
+                )
         lines.append("")
+    return "\n".join(lines)
+
+
+def best_so_far(row: ResultRow, evaluations: int) -> float:
+    """Best latency of a run after ``evaluations`` evaluations (its final best if it stopped earlier;
+    NaN before its first evaluation or beyond its budget)."""
+    if row.budget is not None and evaluations > row.budget:
+        return math.nan
+    best = math.nan
+    for used, latency in row.history:
+        if used > evaluations:
+            break
+        best = latency
+    return best
+
+
+def curves_table(rows: list[ResultRow], reference: Reference = stored_reference) -> str:
+    """Learning curves: per (platform, model, system, budget), the median over seeds of the normalised
+    score of the best placement found after each of :data:`CHECKPOINTS` evaluations, the evaluations the
+    runs spent (median) and their mean collapsed-update share."""
+    groups: dict[tuple[str, str, str, int], list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.method in (*SYSTEMS, "random_search"):
+            groups[(row.platform, row.model, row.method, row.budget or 0)].append(row)
+    header = " | ".join(f"@{c}" for c in CHECKPOINTS)
+    lines = [
+        f"| platform | model | method | budget | seeds | {header} | evaluations spent | collapsed |",
+        "|---" * (7 + len(CHECKPOINTS)) + "|",
+    ]
+    order = {m: i for i, m in enumerate((*SYSTEMS, "random_search"))}
+    for key in sorted(groups, key=lambda k: (k[0], k[1], order[k[2]], k[3])):
+        platform, model, method, budget = key
+        rs = groups[key]
+        ref = reference(rs[0])
+        points = []
+        for c in CHECKPOINTS:
+            best = [best_so_far(r, c) for r in rs]
+            best = [b for b in best if not math.isnan(b)]
+            points.append(_pct(ref.score(_median(best))) if len(best) == len(rs) else "")
+        collapsed = "-" if method == "random_search" else f"{_collapsed(rs):.0%}"
+        lines.append(
+            f"| {platform} | {model} | {method} | {budget} | {len(rs)} | {' | '.join(points)} | "
+            f"{_median([r.evaluations for r in rs]):.0f} | {collapsed} |"
+        )
     return "\n".join(lines)
 
 
@@ -146,9 +206,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--large", nargs="+", type=Path, default=[], help="result folders at 2000 evaluations"
     )
-    parser.add_argument("--reference", nargs="+", type=Path, default=[], help="extra folders for the optimum")
+    parser.add_argument("--curves", action="store_true", help="also print the learning curves")
     args = parser.parse_args(argv)
-    print(targets_table(load_rows(args.small), load_rows(args.large), load_rows(args.reference)))
+    small, dropped_small = current_rows(load_rows(args.small), stored_reference)
+    large, dropped_large = current_rows(load_rows(args.large), stored_reference)
+    if dropped_small or dropped_large:
+        print(
+            f"left out {len(dropped_small) + len(dropped_large)} rows of another graph version or a task "
+            "without a reference optimum",
+            file=sys.stderr,
+        )
+    print(targets_table(small, large))
+    if args.curves:
+        print(curves_table(small + large))
 
 
 if __name__ == "__main__":

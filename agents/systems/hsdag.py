@@ -11,13 +11,16 @@ As in the released code, by default:
    predecessor into its predecessor's group, HSDAG's co-location rule, and places those merged groups);
 2. features: each group's op-type mix (the mean one-hot op type of its ops, here over the project's
    op-type categories) and the group's index;
-3. node representations: a two-layer input MLP and two GCN layers over the undirected graph (width 128,
-   dropout 0.2, active while sampling);
-4. graph-parsing pooling (GPN, Song et al. ICLR 2024): an MLP scores every edge from the product of its
-   endpoints' embeddings; every node keeps its dominant (highest-scoring) edge and the connected
-   components of the dominant edges are the clusters, so their number is not fixed; cluster embeddings
-   are a DeepSets sum of member embeddings gated by the cluster's edge score (which is how the scores
-   get gradients), then an output MLP;
+3. node representations: a two-layer input MLP (each layer Linear, LayerNorm, ReLU, dropout 0.2, active
+   while sampling), then two GCN layers over the undirected graph inside a residual LayerNorm
+   (``LayerNorm(h + GCN(GCN(h)))``, the released ``GNN``), width 128;
+4. graph-parsing pooling (GPN, Song et al. ICLR 2024): an MLP (with LayerNorm) scores every edge from the
+   product of its endpoints' embeddings; every node keeps its dominant (highest-scoring) edge and the
+   connected components of the dominant edges are the clusters, so their number is not fixed; cluster
+   embeddings are a DeepSets sum (each side ``LayerNorm(h + Linear(h))``) of the member embeddings of a
+   second, one-layer GCN, multiplied by the mean score of the cluster's inner edges and by their count
+   (which is how the scores get gradients), then an output MLP (ReLU at the end, no normalisation); the
+   LayerNorms keep the embeddings bounded while the state update below adds to the features;
 5. placer: an MLP (width 128) gives each cluster a device distribution; all members take its device;
 6. an episode is ``K = 20`` placements sampled one after another; between two steps each node's features
    are updated by adding its cluster's embedding (the state update); each episode starts from the
@@ -34,9 +37,9 @@ Deviations from the released code (the rest of the list above is as released):
   off by default so that HSDAG places the same groups as the other methods. The op-type one-hot is over
   the project's 19 op-type categories, not one column per IR op type.
 * Parsing runs for ``levels`` levels (default 1); the released GPN repeats it as long as it contracts.
-  The cluster gate is the mean score of the cluster's dominant edges (GPN also multiplies by a link
-  count and keeps singleton clusters' input features), the pooled features come from the parsing GCN
-  (GPN pools the output of a second, one-layer GCN), the MLPs have no normalisation layers.
+  The inner edges of a cluster are all edges between two of its members (the released parser counts
+  those it visited while growing the cluster); a graph contracted to a single node does not keep its
+  input features (the released GPN's ``mask1``/``mask2``, which only matters after several levels).
 * Single-device placements count as failures on any platform (the released code, written for CPU +
   GPU, tests all-CPU and all-GPU).
 * Devices that cannot hold a group's weights and outputs are masked out (``problem.device_mask``); the
@@ -147,13 +150,44 @@ class HSDAGGraph:
         self.device_mask = torch.as_tensor(allowed)  # (n, D)
 
 
-def _mlp(sizes: list[int], dropout: float, act_final: bool = True) -> nn.Sequential:
+def _mlp(sizes: list[int], dropout: float, act_final: bool = True, norm: bool = False) -> nn.Sequential:
+    """The released ``MLP``: Linear layers, each but (unless ``act_final``) the last followed by ReLU and
+    dropout; ``norm`` inserts a LayerNorm before each of those ReLUs (the released ``norm_mode='insert'``)."""
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         layers.append(nn.Linear(a, b))
         if i < len(sizes) - 2 or act_final:
+            layers += [nn.LayerNorm(b)] if norm else []
             layers += [nn.ReLU(), nn.Dropout(dropout)]
     return nn.Sequential(*layers)
+
+
+class ResidualNorm(nn.Module):
+    """``LayerNorm(x + f(x))``: the released ``MLP(norm_mode='post')`` and ``GNN`` wrap their layers so.
+
+    Args:
+        layers: ``f``, a sequence of modules; GCN layers get the edges, the others only the features.
+        width: Feature size (of ``x`` and ``f(x)``).
+    """
+
+    def __init__(self, layers: list[nn.Module], width: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor, edges: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for layer in self.layers:
+            h = layer(h, edges) if isinstance(layer, GCNConv) else layer(h)
+        return self.norm(x + h)
+
+
+def _gnn(num_layers: int, hidden: int, dropout: float) -> ResidualNorm:
+    """The released ``GNN``: ``num_layers`` x (GCN, ReLU, dropout), then ``LayerNorm(x + .)``."""
+    layers: list[nn.Module] = []
+    for _ in range(num_layers):
+        layers += [GCNConv(hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
+    return ResidualNorm(layers, hidden)
 
 
 def dominant_edge_clusters(
@@ -198,12 +232,12 @@ class HSDAGPolicy(nn.Module):
     ):
         super().__init__()
         self.levels = levels
-        self.input_trans = _mlp([in_dim, hidden, hidden], dropout)
-        self.gcn = nn.ModuleList([GCNConv(hidden, hidden), GCNConv(hidden, hidden)])
-        self.dropout = nn.Dropout(dropout)
-        self.edge_net = _mlp([hidden, hidden, 1], dropout, act_final=False)
-        self.deepsets_pre = _mlp([hidden, hidden], dropout)
-        self.deepsets_post = _mlp([hidden, hidden], dropout)
+        self.input_trans = _mlp([in_dim, hidden, hidden], dropout, norm=True)
+        self.gnn1 = _gnn(2, hidden, dropout)  # node embeddings scored by the edge net
+        self.gnn2 = _gnn(1, hidden, dropout)  # node embeddings pooled into clusters
+        self.edge_net = _mlp([hidden, hidden, 1], dropout, act_final=False, norm=True)
+        self.deepsets_pre = ResidualNorm([nn.Linear(hidden, hidden)], hidden)
+        self.deepsets_post = ResidualNorm([nn.Linear(hidden, hidden)], hidden)
         self.output_trans = _mlp([hidden, hidden, in_dim], dropout)
         self.classifier = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_devices))
 
@@ -214,17 +248,16 @@ class HSDAGPolicy(nn.Module):
         labels = np.arange(n, dtype=np.int64)
         edges = undirected
         for _ in range(self.levels):
-            for conv in self.gcn:
-                h = self.dropout(torch.relu(conv(h, edges)))
-            score = torch.sigmoid(self.edge_net(h[edges[0]] * h[edges[1]])).squeeze(-1)  # (2m,)
+            h1 = self.gnn1(h, edges)
+            score = torch.sigmoid(self.edge_net(h1[edges[0]] * h1[edges[1]])).squeeze(-1)  # (2m,)
             count, lab = dominant_edge_clusters(h.shape[0], edges, score)
             lab_t = torch.as_tensor(lab)
             inside = lab_t[edges[0]] == lab_t[edges[1]]
             gate_sum = torch.zeros(count).index_add(0, lab_t[edges[0][inside]], score[inside])
-            gate_cnt = torch.bincount(lab_t[edges[0][inside]], minlength=count).float()
-            gate = torch.where(gate_cnt > 0, gate_sum / gate_cnt.clamp(min=1), torch.ones(count))
-            pooled = torch.zeros(count, h.shape[1]).index_add(0, lab_t, self.deepsets_pre(h))
-            h = self.deepsets_post(pooled) * gate.unsqueeze(-1)  # (C, H)
+            links = torch.bincount(lab_t[edges[0][inside]], minlength=count).float()  # (C,) directed copies
+            gate = torch.where(links > 0, gate_sum / links.clamp(min=1), torch.ones(count))
+            pooled = torch.zeros(count, h.shape[1]).index_add(0, lab_t, self.deepsets_pre(self.gnn2(h, edges)))
+            h = self.deepsets_post(pooled) * (gate * links.clamp(min=1)).unsqueeze(-1)  # (C, H)
             labels = lab[labels]
             src, dst = lab_t[edges[0]], lab_t[edges[1]]
             edges = torch.unique(torch.stack([src[src != dst], dst[src != dst]]), dim=1)

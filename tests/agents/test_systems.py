@@ -17,9 +17,10 @@ from agents.systems.common import (
     make_generator,
     reinforce,
     sample_categorical,
+    seeded_module,
 )
 from agents.systems.grouper_placer import default_num_groups, group_embeddings, vote
-from agents.systems.hsdag import dominant_edge_clusters, hsdag_coarsening
+from agents.systems.hsdag import HSDAGPolicy, dominant_edge_clusters, hsdag_coarsening
 from agents.systems.placeto import Placeto, WindowBaseline
 from agents.systems.rl_placement import Exploration
 from placement_gym.envs import DevicePlacementEnv
@@ -240,6 +241,30 @@ def test_hsdag_dominant_edges():
     score = torch.tensor([0.9, 0.9, 0.1, 0.1, 0.8, 0.8])
     count, labels = dominant_edge_clusters(4, und, score)
     assert count == 2 and labels[0] == labels[1] != labels[2] == labels[3]
+
+
+def test_hsdag_state_update_stays_bounded():
+    # The released GPN normalises (LayerNorm) its input MLP, GNNs and DeepSets, so the state update
+    # x <- x + cluster embedding adds a bounded amount per step. Without the norms the embedding grows with
+    # x and x grows geometrically: with weights doubled, to 1e9 within 20 steps (then NaN).
+    n = 30
+    chain = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    undirected = torch.cat([chain, chain.flip(0)], dim=1)
+    policy = seeded_module(lambda: HSDAGPolicy(in_dim=20, num_devices=2), seed=0)
+    policy.eval()
+    with torch.no_grad():
+        for module in policy.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.mul_(2.0)
+        x = torch.rand(n, 20, generator=make_generator(0))
+        x[:, -1] = torch.arange(n)  # the released features end with the node's index
+        steps = []
+        for _ in range(20):
+            clusters, labels = policy(x, undirected)
+            step = clusters[torch.as_tensor(labels)]
+            steps.append(float(step.abs().max()))
+            x = x + step
+    assert np.isfinite(steps).all() and max(steps) < 1e3
 
 
 def test_hsdag_options(cnn_env):
