@@ -26,12 +26,13 @@ def test_held_out_models_are_zoo_models_kept_apart_from_the_benchmark_ones() -> 
 
 def test_held_out_models_have_the_suite_ids_only() -> None:
     for model in HELD_OUT_MODELS:
-        for platform in placement_gym.SUITE_PLATFORMS:
+        for platform in placement_gym.HELD_OUT_PLATFORMS:
             spec = gym.spec(placement_gym.suite_id(model, platform))
             assert spec.kwargs == {"model": model, "platform": platform, "backend": "simulated"}
             assert not spec.nondeterministic
         assert not any(f"-{model}-" in i for i in placement_gym.ENV_IDS if "-sim-" not in i)
     assert "DevicePlacement-vit_b16-multi_accel-sim-v0" in placement_gym.ENV_IDS
+    assert "DevicePlacement-vit_b16-model_parallel-sim-v0" not in placement_gym.ENV_IDS
 
 
 def _op_counts(model: str) -> Counter:
