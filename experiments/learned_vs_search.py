@@ -29,6 +29,7 @@ from agents import make_method
 from agents.baselines.common import allowed_devices
 from agents.learned.moves import MoveFeaturizer, propose, twin_classes
 from agents.learned.scorer import MoveScorer
+from experiments.runs import parse_method
 from placement_gym.problem import PlacementProblem
 
 METHODS = (
@@ -42,17 +43,10 @@ METHODS = (
 SEARCHES = ("local_search", "simulated_annealing")
 
 
-def parse(spec: str) -> tuple[str, dict[str, str | int]]:
-    """``"name:key=value,..."`` -> name and keyword arguments (integers converted)."""
-    name, _, rest = spec.partition(":")
-    kwargs = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
-    return name, {k: int(v) if v.lstrip("-").isdigit() else v for k, v in kwargs.items()}
-
-
 def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:
     """One placement: a JSON-able row."""
     problem = PlacementProblem.make(model, platform, "simulated")
-    name, kwargs = parse(spec)
+    name, kwargs = parse_method(spec)
     result = make_method(name, **kwargs).place(problem, budget=budget, seed=seed)
     ref = problem.reference
     return {
