@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from agents.baselines.baechi import etf_placement, favourite_children, m_topo_placement
+from agents.baselines.baechi import list_scheduler_placements
 from agents.baselines.common import allowed_devices
 from agents.baselines.exact import ExactPlacement
 from agents.baselines.heft import heft_placement
@@ -52,11 +52,7 @@ def memory_aware_baseline(env: DevicePlacementEnv) -> tuple[str, np.ndarray, flo
         RuntimeError: If none of them is feasible (the task then has no baseline).
     """
     cost, allowed = env.problem.cost_model(), allowed_devices(env.problem)
-    placements = {
-        "m_topo": m_topo_placement(cost, allowed),
-        "m_etf": etf_placement(cost, allowed)[0],
-        "m_sct": etf_placement(cost, allowed, favourite_children(cost))[0],
-    }
+    placements = list_scheduler_placements(cost, allowed)
     results = {name: env.problem.evaluate(p) for name, p in placements.items()}
     feasible = {name: r.latency for name, r in results.items() if r.feasible}
     if not feasible:

@@ -234,6 +234,15 @@ def favourite_children(cost: CostModel) -> np.ndarray:
     return fav
 
 
+def list_scheduler_placements(cost: CostModel, allowed: np.ndarray) -> dict[str, np.ndarray]:
+    """The placements of m-TOPO, m-ETF and m-SCT, by method name (shape ``(G,)`` each)."""
+    return {
+        "m_topo": m_topo_placement(cost, allowed),
+        "m_etf": etf_placement(cost, allowed)[0],
+        "m_sct": etf_placement(cost, allowed, favourite_children(cost))[0],
+    }
+
+
 # ---------------------------------------------------------------------- methods
 class MTopo(PlacementMethod):
     """Baechi's m-TOPO (see the module docstring); one evaluation.

@@ -373,14 +373,12 @@ class ExactPlacement(PlacementMethod):
     def _place_with_memory(
         self, cost: CostModel, allowed: np.ndarray, tracker: BudgetTracker
     ) -> dict[str, Any]:
-        from agents.baselines.baechi import etf_placement, favourite_children, m_topo_placement
+        from agents.baselines.baechi import list_scheduler_placements
         from agents.baselines.exact_memory import solve_with_memory
 
         candidates = [
             heft_placement(cost, allowed)[0],
-            m_topo_placement(cost, allowed),
-            etf_placement(cost, allowed)[0],
-            etf_placement(cost, allowed, favourite_children(cost))[0],
+            *list_scheduler_placements(cost, allowed).values(),
         ] + [
             np.full(cost.num_groups, d, dtype=np.int64)
             for d in range(cost.num_devices)
