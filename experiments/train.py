@@ -15,8 +15,8 @@ Writes into ``--out``:
 
 Usage:
     python -m experiments.train --agent ppo_gnn --env DevicePlacementSim-bert-v0 --budget 2000 --seed 0
-    placement-gym train --agent hsdag --env DevicePlacement-resnet50-v0 --budget 500
-    placement-gym train --agent ppo_gnn --env DevicePlacement-bert-v0 --n-envs 4 --ray-address auto
+    placement-gym train --agent hsdag --env DevicePlacement-resnet50-v1 --budget 500
+    placement-gym train --agent ppo_gnn --env DevicePlacement-bert-v1 --n-envs 4 --ray-address auto
     placement-gym train --agent ppo_gnn --env DevicePlacementSim-resnet50-v0 DevicePlacementSim-bert-v0 \
         --budget 2000 --max-nodes 320 --max-edges 512 --agent-kwargs '{"observation": "device"}'
 

@@ -2,7 +2,10 @@
 
 Importing the package registers the Gymnasium environments:
 
-* ``DevicePlacement-<model>-v0``: reward measured with OpenVINO on the ``local`` platform (nondeterministic);
+* ``DevicePlacement-<model>-v1``: reward measured with OpenVINO on the ``local`` platform (nondeterministic),
+  each latency the median of runs repeated until its 95% interval is within +-2%;
+  ``DevicePlacement-<model>-v0``: the same with the first protocol (a fixed 5 runs,
+  :data:`MEASURED_V0_PROTOCOL`), kept so that old results stay reproducible;
 * ``DevicePlacementSim-<model>-v1``: reward from the simulator on the ``cpu-dgpu`` reference platform
   (CPU + discrete GPU, calibrated against HSDAG's published speedups);
 * ``DevicePlacementSim-<model>-v0``: the same on ``cpu-dgpu-v0``, the platform's first calibration (its
@@ -37,6 +40,8 @@ SIM_PLATFORM = "cpu-dgpu"
 SIM_PLATFORM_VERSIONS = {0: "cpu-dgpu-v0", 1: SIM_PLATFORM}
 #: Platforms of the suite ``DevicePlacement-<model>-<platform with _>-sim-v0``.
 SUITE_PLATFORMS = ("cpu-igpu", "multi-accel", "model-parallel")
+#: Measured-backend settings of ``DevicePlacement-<model>-v0``: the protocol before the adaptive repeats.
+MEASURED_V0_PROTOCOL = {"rel_ci": None, "repeats": 5}
 #: Platforms of the held-out families' IDs (no memory-constrained tasks: those need a stored baseline split).
 HELD_OUT_PLATFORMS = ("cpu-igpu", "multi-accel")
 
@@ -50,13 +55,9 @@ def _register_all() -> list[str]:
     ids = []
     specs = [("DevicePlacement-v0", {"platform": "local", "backend": "measured"}, True)]
     for model in BENCHMARK_MODELS:
-        specs.append(
-            (
-                f"DevicePlacement-{model}-v0",
-                {"model": model, "platform": "local", "backend": "measured"},
-                True,
-            )
-        )
+        measured = {"model": model, "platform": "local", "backend": "measured"}
+        specs.append((f"DevicePlacement-{model}-v0", {**measured, "backend_kwargs": MEASURED_V0_PROTOCOL}, True))
+        specs.append((f"DevicePlacement-{model}-v1", measured, True))
         for version, platform in SIM_PLATFORM_VERSIONS.items():
             sim = {"model": model, "platform": platform, "backend": "simulated"}
             specs.append((f"DevicePlacementSim-{model}-v{version}", sim, False))

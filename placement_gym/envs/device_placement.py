@@ -41,7 +41,9 @@ class DevicePlacementEnv(gym.Env):
     Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists them all), for ``<model>`` in
     ``inception_v3``, ``resnet50``, ``bert``:
 
-    * ``DevicePlacement-<model>-v0``: measured on the ``local`` platform (``nondeterministic=True``);
+    * ``DevicePlacement-<model>-v1``: measured on the ``local`` platform (``nondeterministic=True``; the
+      adaptive repeats of the measured backend); ``DevicePlacement-<model>-v0``: the same with the first
+      protocol, a fixed 5 runs per placement;
     * ``DevicePlacementSim-<model>-v1``: simulated ``cpu-dgpu`` (GPU calibrated against HSDAG's published
       speedups); ``DevicePlacementSim-<model>-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
       calibration);
@@ -169,9 +171,12 @@ class DevicePlacementEnv(gym.Env):
       is one runtime layer; ``bert``'s fused graph has 206 groups instead of 267 (``inception_v3`` and
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
       ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
-      Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``, and the measured
-      backend now repeats runs until the median's 95% interval is within +-2% (6 to 30 runs) instead of a
-      fixed 5 (``backend_kwargs={"rel_ci": None, "repeats": 5}`` restores the old protocol).
+      Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``.
+      ``DevicePlacement-<model>-v0`` keeps the first measurement protocol (a fixed 5 runs per placement,
+      ``placement_gym.MEASURED_V0_PROTOCOL``); ``DevicePlacement-v0`` takes the backend's current defaults.
+    * v1 (``DevicePlacement-<model>-v1``, measured): each latency is the median of runs repeated until its
+      95% interval is within +-2% (6 to 30 runs, a 10 s budget), not of a fixed 5; spaces and reward
+      definitions unchanged.
     * v1 (``DevicePlacementSim-<model>-v1``): platform ``cpu-dgpu`` recalibrated against HSDAG's published
       speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.

@@ -27,19 +27,29 @@ def test_registry_lists_every_model():
     assert placement_gym.BENCHMARK_MODELS == BENCHMARK_MODELS
     for model in BENCHMARK_MODELS:
         assert gym.spec(f"DevicePlacement-{model}-v0").nondeterministic
+        assert gym.spec(f"DevicePlacement-{model}-v1").nondeterministic
         assert not gym.spec(f"DevicePlacementSim-{model}-v0").nondeterministic
     assert gym.spec("DevicePlacement-v0").nondeterministic
 
 
+def test_measured_versions_pin_their_protocol():
+    """v0 keeps the fixed 5 runs it was recorded with; v1 takes the adaptive repeats."""
+    v0 = gym.spec("DevicePlacement-resnet50-v0").kwargs
+    v1 = gym.spec("DevicePlacement-resnet50-v1").kwargs
+    assert v0["backend_kwargs"] == {"rel_ci": None, "repeats": 5}
+    assert "backend_kwargs" not in v1
+    assert {k: v for k, v in v0.items() if k != "backend_kwargs"} == v1
+
+
 @pytest.mark.slow
 def test_make_with_module_prefix_needs_no_import():
-    """``gym.make("placement_gym:DevicePlacement-bert-v0")`` works in a fresh interpreter."""
+    """``gym.make("placement_gym:DevicePlacement-bert-v1")`` works in a fresh interpreter."""
     import subprocess
     import sys
 
     code = (
         "import gymnasium as gym, sys; assert 'placement_gym' not in sys.modules; "
-        "env = gym.make('placement_gym:DevicePlacement-bert-v0'); "
+        "env = gym.make('placement_gym:DevicePlacement-bert-v1'); "
         "print(env.unwrapped.num_groups, env.unwrapped.problem.platform.name)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
