@@ -64,7 +64,10 @@ from experiments.sim_vs_measured_stats import (
     TARGETS,
     compare_runs,
     fmt,
+    noise_ceiling,
+    relative_figures,
     summarize_rows,
+    window_reference,
 )
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import ProfileWarning
@@ -188,17 +191,64 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "simulated_reason": s.reason,
             }
         )
-    summary = summarize_rows(rows, args.replicates)
+    summary = full_summary(rows, args.replicates, reference_level)
     summary.update(
         groups=coarse.num_groups,
         load_before=list(load_before),
         load_after=list(os.getloadavg()),
         wall_seconds=time.perf_counter() - t0,
-        reference_level=reference_level,
         profile={k: profile[k] for k in ("layer_sum", "whole", "ratio", "action", "factor", "load_before")},
         profile_warnings=profile_warnings,
     )
     return {"summary": summary, "rows": rows, "cost_model": sim.cost_model.meta}
+
+
+def full_summary(rows: list[dict[str, Any]], replicates: int, reference_level: float | None) -> dict[str, Any]:
+    """:func:`summarize_rows` plus the figures that need the reference level: simulator vs measured
+    relative to the all-on-host placement (``relative``), the median reference time over the run's
+    windows (``window_reference``) and what stops self-agreement (``noise_ceiling``)."""
+    summary = summarize_rows(rows, replicates)
+    summary["reference_level"] = reference_level
+    summary["relative"] = relative_figures(rows, reference_level)
+    summary["window_reference"] = window_reference(rows, reference_level)
+    summary["noise_ceiling"] = noise_ceiling(rows, summary["samples_median"]) if replicates >= 2 else {}
+    return summary
+
+
+def rescore(payload: dict[str, Any], costs: Path | None = None) -> dict[str, Any]:
+    """Recompute a stored run's figures from its rows, without measuring.
+
+    Args:
+        payload: A run's ``<out>.json``.
+        costs: A :class:`~placement_gym.simulation.partition_costs.PartitionCosts` JSON (e.g. from
+            ``experiments.sim_fidelity``): re-simulate every placement with these segment-boundary figures
+            (stored profiles, not re-timed); None keeps the stored simulated latencies.
+
+    Returns:
+        The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how.
+    """
+    from placement_gym.simulation.partition_costs import PartitionCosts
+
+    fitted = PartitionCosts.from_dict(json.loads(costs.read_text())) if costs is not None else None
+    models: dict[str, Any] = {}
+    for name, res in payload["models"].items():
+        rows = [dict(r) for r in res["rows"]]
+        meta = dict(res.get("cost_model", {}))
+        if fitted is not None:
+            from experiments.sim_fidelity import ModelData
+
+            data = ModelData(name, payload["meta"]["command"]["level"], [rows])
+            for row, lat in zip(rows, data.simulate(fitted)):
+                row["simulated"] = float(lat) if np.isfinite(lat) else None
+            meta["partition_costs"] = fitted.as_dict()
+        old = res["summary"]
+        summary = full_summary(rows, payload["meta"]["command"]["replicates"], old.get("reference_level"))
+        keep = ("groups", "load_before", "load_after", "wall_seconds", "profile", "profile_warnings")
+        summary.update({k: old[k] for k in keep if k in old})
+        models[name] = {"summary": summary, "rows": rows, "cost_model": meta}
+    meta = {**payload["meta"], "rescored": {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                            "costs": str(costs) if costs else None}}  # fmt: skip
+    return {"meta": meta, "models": models}
 
 
 def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
@@ -214,10 +264,18 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         f"until the median's 95% CI is within +-{100 * c['rel_ci']:.0f}% (time budget {c['time_budget']} s), "
         f"reference `{c['reference']}`. Command: `{meta['argv']}`.",
         "",
+        "MAPE (relative): measured latencies as drift-corrected ratios to the all-on-host reference timed in "
+        "the same window, against simulated / simulated all-on-host: a slowdown of the whole machine, even "
+        "during the one measurement of the reference level, cancels (the level-scaled MAPE beside it does "
+        "not; the raw one is the plain median)."
+        + (f" Rescored from the stored rows ({meta['rescored']['date']}"
+           + (f", re-simulated with the segment-boundary figures of `{meta['rescored']['costs']}`" if meta["rescored"]["costs"] else "")
+           + ")." if meta.get("rescored") else ""),
+        "",
         "| model | groups | feasible | Spearman all / iid / blocks (raw) | MAPE all / iid / blocks (raw) "
-        "| self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE | median CI / runs "
-        "| load before -> after | wall |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| MAPE relative all / iid / blocks | self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE "
+        "| median CI / runs | load before -> after | wall |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in results.items():
         s = res["summary"]
@@ -229,13 +287,15 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"({fmt(s['all_raw']['spearman'])}) | "
             f"{fmt(s['all']['mape'], True)} / {fmt(s['iid']['mape'], True)} / {fmt(s['blocks']['mape'], True)} "
             f"({fmt(s['all_raw']['mape'], True)}) | "
+            + " / ".join(fmt(s.get("relative", {}).get(k, {}).get("mape"), True) for k in ("all", "iid", "blocks"))
+            + " | "
             f"{fmt(sa.get('spearman'))} / {fmt(sb.get('spearman'))} "
             f"({fmt(ra.get('spearman'))} / {fmt(rb.get('spearman'))}) | "
             f"{fmt(sa.get('ceiling_spearman'))} / {fmt(sa.get('floor_mape'), True)} | "
             f"+-{fmt(s['rel_ci_median'], True)} / {s['samples_median']:.0f} | "
             f"{s['load_before'][0]:.2f} -> {s['load_after'][0]:.2f} | {s['wall_seconds']:.0f} s |"
         )
-    lines += ["", "Targets: " + target_line(results), ""]
+    lines += ["", "Targets: " + target_line(results), "", *noise_lines(results), ""]
     for name, res in results.items():
         p = res["summary"]["profile"]
         lines.append(
@@ -243,6 +303,34 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"{p['factor']:.3f}, load {p['load_before']:.2f}); replicates {res['summary'].get('replicate_separation_s', float('nan')):.0f} s apart"
             + "".join(f"; warning: {w}" for w in res["summary"]["profile_warnings"])
         )
+    return lines
+
+
+def noise_lines(results: dict[str, Any]) -> list[str]:
+    """What stops self-agreement, per model (see :func:`~experiments.sim_vs_measured_stats.noise_ceiling`)."""
+    lines = [
+        "Noise ceiling (true latencies = mean of the replicates; two copies with log-normal noise of the "
+        "measured per-replicate sd; runs needed if the sd shrinks as 1/sqrt(runs), which drift within a "
+        "window does not):",
+        "",
+    ]
+    for name, res in results.items():
+        s = res["summary"]
+        parts = []
+        for kind, c in s.get("noise_ceiling", {}).items():
+            parts.append(
+                f"{kind}: sd per replicate {fmt(c['sd'], True)} gives {c['agreement']:.3f} (measured "
+                f"{fmt(s.get('self_' + kind, {}).get('spearman'))}); {c['target']:.2f} needs sd "
+                f"{fmt(c['sd_needed'], True)} (95% CI +-{fmt(c['ci_needed'], True)}), about "
+                f"{c['runs_needed']:.0f} runs per replicate instead of {s['samples_median']:.0f}"
+            )
+        ref = s.get("window_reference")
+        level = s.get("reference_level")
+        drift = (
+            f"; reference level {level * 1e3:.2f} ms, median reference over the run's windows {ref * 1e3:.2f} ms"
+            if level and ref and np.isfinite(ref) else ""
+        )
+        lines.append(f"- {name}: " + "; ".join(parts) + drift)
     return lines
 
 
@@ -310,6 +398,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--compare", nargs="+", type=Path, default=None, help="compare earlier <out>.json runs"
     )
+    parser.add_argument(
+        "--rescore", type=Path, default=None, help="recompute a stored <out>.json's figures, no measuring"
+    )
+    parser.add_argument(
+        "--costs", type=Path, default=None,
+        help="with --rescore: re-simulate with these segment-boundary figures (experiments.sim_fidelity)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("results/sim_vs_measured"))
     return parser
 
@@ -319,6 +414,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.rescore:
+        payload = rescore(json.loads(args.rescore.read_text()), args.costs)
+        lines = report_lines(payload["models"], payload["meta"])
+        write(args.out, payload, lines)
+        print("\n".join(lines))
+        return payload
+    if args.costs is not None:
+        parser.error("--costs only applies with --rescore")
     if args.compare:
         runs = [json.loads(p.read_text()) for p in args.compare]
         summary, lines = compare_runs(runs, [str(p) for p in args.compare])
