@@ -89,7 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", nargs="+", default=None, help="zoo models (default: the benchmark models)")
     parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
     parser.add_argument(
-        "--boundaries", action="store_true", help="also re-measure the segment-boundary costs (local platform)"
+        "--boundaries",
+        action="store_true",
+        help="also re-measure the segment-boundary costs (local platform)",
     )
     parser.add_argument("--boundaries-only", action="store_true", help="only the segment-boundary costs")
 

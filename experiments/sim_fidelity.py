@@ -79,20 +79,23 @@ class ModelData:
             segments = len(split_segments(self.bench.ops, self.coarse.expand(p)))
             same = p[src] == p[dst]
             parent = np.arange(len(p))
-
-            def find(g: int) -> int:
-                while parent[g] != g:
-                    g = parent[g]
-                return g
-
             for a, b in zip(src[same].tolist(), dst[same].tolist()):
-                ra, rb = find(a), find(b)
+                ra, rb = _root(parent, a), _root(parent, b)
                 if ra != rb:
                     parent[rb] = ra
-            subgraphs = len({find(g) for g in range(len(p))})
+            subgraphs = len({_root(parent, g) for g in range(len(p))})
             cut = ~same
-            out.append([segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()])
+            out.append(
+                [segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()]
+            )
         return np.array(out, dtype=np.float64)
+
+
+def _root(parent: np.ndarray, g: int) -> int:
+    """Root of ``g`` in the union-find forest ``parent``."""
+    while parent[g] != g:
+        g = int(parent[g])
+    return g
 
 
 def platform_costs(platform: Any) -> PartitionCosts:
@@ -172,8 +175,11 @@ def residual_table(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, d
     props = m.properties()
     resid = np.log(m.measured(run) / simulated)
     return {
-        name: {"min": float(props[:, j].min()), "max": float(props[:, j].max()),
-               "spearman": float(spearmanr(props[:, j], resid)[0])}  # fmt: skip
+        name: {
+            "min": float(props[:, j].min()),
+            "max": float(props[:, j].max()),
+            "spearman": float(spearmanr(props[:, j], resid)[0]),
+        }  # fmt: skip
         for j, name in enumerate(PROPERTIES)
     }
 
@@ -183,8 +189,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fit", type=Path, required=True, help="run whose rows the figures are fitted on")
     parser.add_argument("--validate", type=Path, nargs="*", default=[], help="runs to validate on")
     parser.add_argument(
-        "--free", nargs="+", default=["invoke_overhead", "transfer_latency", "blocked_bandwidth", "contention"],
-        choices=FIELDS, help="figures to fit",
+        "--free",
+        nargs="+",
+        default=["invoke_overhead", "transfer_latency", "blocked_bandwidth", "contention"],
+        choices=FIELDS,
+        help="figures to fit",
     )
     parser.add_argument("--models", nargs="+", default=None)
     parser.add_argument("--out", type=Path, default=Path("results/sim_fidelity"))
@@ -230,15 +239,19 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         "",
         f"Fitted on `{labels[0]}` (free: {', '.join(result['free'])}), validated on "
         + (", ".join(f"`{x}`" for x in labels[1:]) or "nothing")
-        + ". Command: `python -m experiments.sim_fidelity --fit " + labels[0]
-        + "".join(" --validate " + x for x in labels[1:2]) + "`.",
+        + ". Command: `python -m experiments.sim_fidelity --fit "
+        + labels[0]
+        + "".join(" --validate " + x for x in labels[1:2])
+        + "`.",
         "",
         "| figure | platform (micro-benchmark) | fitted |",
         "| --- | --- | --- |",
     ]
     for name in FIELDS:
         a, b = result["platform_costs"][name], result["fitted_costs"][name]
-        lines.append(f"| {name} | {a * units[name]:.3g}{suffix[name]} | {b * units[name]:.3g}{suffix[name]} |")
+        lines.append(
+            f"| {name} | {a * units[name]:.3g}{suffix[name]} | {b * units[name]:.3g}{suffix[name]} |"
+        )
     lines += [
         "",
         f"Shape loss on the fit run (sum over models of the mean squared demedianed log residual): "
@@ -253,7 +266,9 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
     for name, res in result["models"].items():
         a, b = res["residual_vs_properties"], res["residual_vs_properties_fitted"]
         lines.append(
-            f"| {name} | " + " | ".join(f"{a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}" for p in PROPERTIES) + " |"
+            f"| {name} | "
+            + " | ".join(f"{a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}" for p in PROPERTIES)
+            + " |"
         )
     lines += [
         "",
@@ -272,7 +287,11 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
                     f"{fmt(b['spearman'])} / {fmt(b['mape'], True)} / {fmt(b['relative_mape'], True)} -> "
                     f"{fmt(a['spearman'])} / {fmt(a['mape'], True)} / {fmt(a['relative_mape'], True)}"
                 )
-            lines.append(f"| {name} | {'fit' if i == 0 else 'validate'} `{Path(label).stem}` | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {name} | {'fit' if i == 0 else 'validate'} `{Path(label).stem}` | "
+                + " | ".join(cells)
+                + " |"
+            )
     return lines
 
 

@@ -203,7 +203,9 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"summary": summary, "rows": rows, "cost_model": sim.cost_model.meta}
 
 
-def full_summary(rows: list[dict[str, Any]], replicates: int, reference_level: float | None) -> dict[str, Any]:
+def full_summary(
+    rows: list[dict[str, Any]], replicates: int, reference_level: float | None
+) -> dict[str, Any]:
     """:func:`summarize_rows` plus the figures that need the reference level: simulator vs measured
     relative to the all-on-host placement (``relative``), the median reference time over the run's
     windows (``window_reference``) and what stops self-agreement (``noise_ceiling``)."""
@@ -268,9 +270,17 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         "the same window, against simulated / simulated all-on-host: a slowdown of the whole machine, even "
         "during the one measurement of the reference level, cancels (the level-scaled MAPE beside it does "
         "not; the raw one is the plain median)."
-        + (f" Rescored from the stored rows ({meta['rescored']['date']}"
-           + (f", re-simulated with the segment-boundary figures of `{meta['rescored']['costs']}`" if meta["rescored"]["costs"] else "")
-           + ")." if meta.get("rescored") else ""),
+        + (
+            f" Rescored from the stored rows ({meta['rescored']['date']}"
+            + (
+                f", re-simulated with the segment-boundary figures of `{meta['rescored']['costs']}`"
+                if meta["rescored"]["costs"]
+                else ""
+            )
+            + ")."
+            if meta.get("rescored")
+            else ""
+        ),
         "",
         "| model | groups | feasible | Spearman all / iid / blocks (raw) | MAPE all / iid / blocks (raw) "
         "| MAPE relative all / iid / blocks | self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE "
@@ -287,7 +297,9 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"({fmt(s['all_raw']['spearman'])}) | "
             f"{fmt(s['all']['mape'], True)} / {fmt(s['iid']['mape'], True)} / {fmt(s['blocks']['mape'], True)} "
             f"({fmt(s['all_raw']['mape'], True)}) | "
-            + " / ".join(fmt(s.get("relative", {}).get(k, {}).get("mape"), True) for k in ("all", "iid", "blocks"))
+            + " / ".join(
+                fmt(s.get("relative", {}).get(k, {}).get("mape"), True) for k in ("all", "iid", "blocks")
+            )
             + " | "
             f"{fmt(sa.get('spearman'))} / {fmt(sb.get('spearman'))} "
             f"({fmt(ra.get('spearman'))} / {fmt(rb.get('spearman'))}) | "
@@ -328,7 +340,8 @@ def noise_lines(results: dict[str, Any]) -> list[str]:
         level = s.get("reference_level")
         drift = (
             f"; reference level {level * 1e3:.2f} ms, median reference over the run's windows {ref * 1e3:.2f} ms"
-            if level and ref and np.isfinite(ref) else ""
+            if level and ref and np.isfinite(ref)
+            else ""
         )
         lines.append(f"- {name}: " + "; ".join(parts) + drift)
     return lines

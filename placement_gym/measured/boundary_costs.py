@@ -94,7 +94,9 @@ def boundary_slope(boundaries: np.ndarray, times: np.ndarray) -> float:
     return float(np.polyfit(b, t, 1)[0])
 
 
-def measure_chain(kind: str, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25) -> dict[str, Any]:
+def measure_chain(
+    kind: str, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25
+) -> dict[str, Any]:
     """Median run time of chain ``kind`` cut into each ``k`` of ``ks`` blocks, and its slope per boundary.
 
     Returns:
@@ -113,7 +115,9 @@ def measure_chain(kind: str, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8
         raise BackendError("the boundary micro-benchmark needs the two virtual CPUs of a CPU-only machine")
     shape = CHAINS[kind][0]
     inputs = {model.inputs[0].get_any_name(): np.ones(shape, dtype=np.float32)}
-    executor = PartitionedExecutor(model, graph, platform, core(), inputs, max_compiled_ops=4 * layers * len(ks))
+    executor = PartitionedExecutor(
+        model, graph, platform, core(), inputs, max_compiled_ops=4 * layers * len(ks)
+    )
     times = []
     try:
         for k in ks:
@@ -134,7 +138,9 @@ def measure_chain(kind: str, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8
     }
 
 
-def measure_boundary_costs(ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25) -> dict[str, Any]:
+def measure_boundary_costs(
+    ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25
+) -> dict[str, Any]:
     """Each chain of :data:`CHAINS` measured by :func:`measure_chain`, and the figures they give.
 
     Returns:
