@@ -37,7 +37,13 @@ PROPERTIES = ("segments", "subgraphs", "cut_edges", "plain_mb", "blocked_mb", "s
 class ModelData:
     """One model's cost model, placements and the measurements of one or more runs."""
 
-    def __init__(self, name: str, level: str, rows_by_run: list[list[dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        level: str,
+        rows_by_run: list[list[dict[str, Any]]],
+        reference_levels: list[float | None] | None = None,
+    ) -> None:
         from placement_gym.benchmarks import load_benchmark
         from placement_gym.measured.profiling import profile_op_times
         from placement_gym.platforms import load_platform
@@ -50,6 +56,9 @@ class ModelData:
         times = [profile_op_times(self.bench, d, check=False) for d in self.platform.devices]
         self.cost = CostModel.from_op_times(self.coarse, self.platform, np.stack(times, 1))
         self.rows_by_run = rows_by_run
+        #: Each run's drift-reference level (seconds) or None: what its drift-corrected latencies are
+        #: scaled by (see :func:`~experiments.sim_vs_measured_stats.relative_figures`).
+        self.reference_levels = reference_levels or [None] * len(rows_by_run)
         self.placements = np.array([r["placement"] for r in rows_by_run[0]], dtype=np.int64)  # (N, G)
         for rows in rows_by_run[1:]:
             if not np.array_equal(np.array([r["placement"] for r in rows]), self.placements):
@@ -156,16 +165,21 @@ def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, ru
 
 
 def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
-    """Spearman / MAPE (level-scaled) and relative MAPE (both relative to the all-on-host placement) per
-    kind, of ``simulated`` against run ``run``."""
+    """Spearman / MAPE (level-scaled) and relative MAPE per kind, of ``simulated`` against run ``run``.
+
+    Relative: measured / the run's reference level (the drift-corrected ratio to the host reference, as
+    :func:`~experiments.sim_vs_measured_stats.relative_figures`; without a level, / the host row's
+    measured latency) against simulated / simulated all-on-host.
+    """
     measured = m.measured(run)
     rows = m.rows_by_run[run]
     host = rows.index(host_row(rows))
+    level = m.reference_levels[run] or measured[host]
     out: dict[str, Any] = {}
     for kind in (None, *KINDS):
         sel = np.ones(len(measured), bool) if kind is None else m.kinds == kind
         stats = compare(measured[sel], simulated[sel])
-        rel = compare(measured[sel] / measured[host], simulated[sel] / simulated[host])
+        rel = compare(measured[sel] / level, simulated[sel] / simulated[host])
         out["all" if kind is None else kind] = {**stats, "relative_mape": rel["mape"]}
     return out
 
@@ -201,7 +215,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs = [json.loads(p.read_text()) for p in [args.fit, *args.validate]]
     names = args.models or list(runs[0]["models"])
     level = runs[0]["meta"]["command"]["level"]
-    models = [ModelData(n, level, [r["models"][n]["rows"] for r in runs]) for n in names]
+    models = [
+        ModelData(
+            n,
+            level,
+            [r["models"][n]["rows"] for r in runs],
+            [r["models"][n]["summary"].get("reference_level") for r in runs],
+        )
+        for n in names
+    ]
     base = platform_costs(models[0].platform)
     fitted = fit(models, tuple(args.free), base)
     labels = [str(args.fit), *map(str, args.validate)]
@@ -228,6 +250,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
+def _show(x: float) -> str:
+    """3 significant digits; 0 below 1e-3 (an overhead the fit drove to nothing)."""
+    return "0" if abs(x) < 1e-3 else f"{x:.3g}"
+
+
 def report(result: dict[str, Any], labels: list[str]) -> list[str]:
     """Markdown of :func:`main`'s result."""
     units = {"invoke_overhead": 1e6, "transfer_latency": 1e6, "bandwidth": 1e-9, "blocked_bandwidth": 1e-9,
@@ -250,7 +277,7 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
     for name in FIELDS:
         a, b = result["platform_costs"][name], result["fitted_costs"][name]
         lines.append(
-            f"| {name} | {a * units[name]:.3g}{suffix[name]} | {b * units[name]:.3g}{suffix[name]} |"
+            f"| {name} | {_show(a * units[name])}{suffix[name]} | {_show(b * units[name])}{suffix[name]} |"
         )
     lines += [
         "",
