@@ -184,6 +184,13 @@ def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
     return out
 
 
+def residual_repeat(m: ModelData, simulated: np.ndarray, a: int, b: int) -> float:
+    """Pearson correlation between runs ``a`` and ``b`` of the residual ``log(measured / simulated)``: near
+    0 if what the simulator misses is measurement noise, near 1 if it is a property of the placements."""
+    ra, rb = np.log(m.measured(a) / simulated), np.log(m.measured(b) / simulated)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
 def residual_table(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, dict[str, float]]:
     """Spearman of the residual ``log(measured / simulated)`` with each placement property."""
     props = m.properties()
@@ -240,6 +247,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "residual_vs_properties_fitted": residual_table(m, after, 0),
             "before": [figures(m, before, i) for i in range(len(runs))],
             "after": [figures(m, after, i) for i in range(len(runs))],
+            "residual_repeat": [
+                [residual_repeat(m, sim, 0, i) for i in range(1, len(runs))] for sim in (before, after)
+            ],
         }
     lines = report(result, labels)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -318,6 +328,19 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
                 f"| {name} | {'fit' if i == 0 else 'validate'} `{Path(label).stem}` | "
                 + " | ".join(cells)
                 + " |"
+            )
+    if labels[1:]:
+        lines += [
+            "",
+            "Is the residual noise or structure? Correlation of log(measured / simulated) between the fit run "
+            "and each validation run (0: noise; 1: the same placements are mis-predicted the same way):",
+            "",
+        ]
+        for name, res in result["models"].items():
+            before, after = res["residual_repeat"]
+            lines.append(
+                f"- {name}: platform figures {', '.join(f'{x:.2f}' for x in before)}; fitted "
+                f"{', '.join(f'{x:.2f}' for x in after)}"
             )
     return lines
 

@@ -54,3 +54,25 @@ def test_properties_count_segments_and_cuts(tiny_data):
 def test_costs_from_the_platform_are_valid(tiny_data):
     base = sim_fidelity.platform_costs(tiny_data.platform)
     assert isinstance(base, PartitionCosts) and base.bandwidth > 0
+
+
+def test_residual_repeat_tells_structure_from_noise(tiny_data):
+    """A residual that is a property of the placements repeats between runs (correlation 1); fresh noise
+    does not."""
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    sim = tiny_data.simulate(base)
+    rows = tiny_data.rows_by_run[0]
+    rng = np.random.default_rng(3)
+    structure = np.exp(0.05 * rng.standard_normal(len(rows)))
+    noise = np.exp(0.05 * rng.standard_normal(len(rows)))
+    two = sim_fidelity.ModelData(
+        "tiny_cnn",
+        "fused",
+        [
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, structure)],
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, structure)],
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, noise)],
+        ],
+    )
+    assert sim_fidelity.residual_repeat(two, sim, 0, 1) == pytest.approx(1.0)
+    assert abs(sim_fidelity.residual_repeat(two, sim, 0, 2)) < 0.5
