@@ -331,6 +331,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.rescore:
         payload = rescore(json.loads(args.rescore.read_text()), args.costs)
+        rest = argv if argv is not None else sys.argv[1:]
+        payload["meta"]["rescored"]["argv"] = "python -m experiments.sim_vs_measured " + " ".join(rest)
         lines = report_lines(payload["models"], payload["meta"])
         write(args.out, payload, lines)
         print("\n".join(lines))

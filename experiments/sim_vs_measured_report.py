@@ -34,7 +34,8 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
                 if meta["rescored"]["costs"]
                 else ""
             )
-            + ")."
+            + ")"
+            + (f": `{meta['rescored']['argv']}`." if meta["rescored"].get("argv") else ".")
             if meta.get("rescored")
             else ""
         ),
