@@ -9,7 +9,9 @@ blocked-layout megabytes crossing devices, and the share of groups on ``cpu1``. 
 over models, the mean squared residual after removing each model's median (the overall scale of a model
 is its profile's business; the fit is about how latency changes between placements), over
 ``--free`` figures (log-parameterised, multi-start Nelder-Mead); the others keep the platform's measured
-values. Simulated latencies come from the stored, validated profiles without re-timing the models.
+values. Simulated latencies come from the stored, validated profiles without re-timing the models (a
+model with no stored profile on this machine is profiled first, which measures it: do that on a quiet
+machine with ``placement-gym calibrate``).
 
 Example:
     python -m experiments.sim_fidelity --fit results/sim_vs_measured-run1.json \\
