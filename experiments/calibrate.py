@@ -7,8 +7,13 @@ fingerprint, the OpenVINO version and the host load. The table says what validat
 ``reprofiled`` or ``rescaled`` with its factor). Profile on a quiet machine: the load is printed so a busy
 one shows.
 
+With ``--boundaries`` it also (re)measures what a segment boundary of the partitioned executor costs on
+this machine (:mod:`placement_gym.measured.boundary_costs`: chains of small layers cut into 1, 2, 4, 8
+segments; the slope per boundary), stored with the machine's fingerprint, and prints the figures beside
+the ``local`` platform's own. ``--boundaries-only`` skips the model profiles.
+
 Example:
-    placement-gym calibrate --model resnet50 bert inception_v3
+    placement-gym calibrate --model resnet50 bert inception_v3 --boundaries
 """
 
 from __future__ import annotations
@@ -62,13 +67,42 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def boundary_table(record: dict[str, Any]) -> str:
+    """A Markdown table of a boundary micro-benchmark record (:func:`~placement_gym.measured.boundary_costs.measure_boundary_costs`)."""
+    lines = [
+        "| chain | tensor bytes | median run time per k (ms) | slope per boundary (us) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind, c in record["chains"].items():
+        times = ", ".join(f"k={k}: {t * 1e3:.3f}" for k, t in zip(c["ks"], c["times"]))
+        lines.append(f"| {kind} | {c['tensor_bytes']} | {times} | {c['slope'] * 1e6:.1f} |")
+    lines += [
+        "",
+        f"fixed cost per boundary {record['fixed'] * 1e6:.1f} us; boundary bandwidth plain "
+        f"{record['bandwidth'] / 1e9:.2f} GB/s, blocked {record['blocked_bandwidth'] / 1e9:.2f} GB/s "
+        f"(load {record['load_before']:.2f} -> {record['load_after']:.2f})",
+    ]
+    return "\n".join(lines)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", nargs="+", default=None, help="zoo models (default: the benchmark models)")
     parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
+    parser.add_argument(
+        "--boundaries",
+        action="store_true",
+        help="also re-measure the segment-boundary costs (local platform)",
+    )
+    parser.add_argument("--boundaries-only", action="store_true", help="only the segment-boundary costs")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
     from placement_gym.zoo import BENCHMARK_MODELS
 
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
-    print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
+    if not args.boundaries_only:
+        print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
+    if args.boundaries or args.boundaries_only:
+        from placement_gym.measured.boundary_costs import boundary_costs
+
+        print(boundary_table(boundary_costs(force=True)))

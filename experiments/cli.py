@@ -6,7 +6,8 @@ Subcommands:
     show     render a saved placement (text table and PNG)
     place    place a model with a saved policy (zero-shot or fine-tuned)
     graphs   node/edge counts of the benchmark graphs at every coarsening level
-    calibrate  redo the validated per-layer profiles of the local platform's devices
+    calibrate  redo the validated per-layer profiles of the local platform's devices (and, with
+               --boundaries, the segment-boundary costs)
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
 exits with status 2; ``--debug`` shows the traceback instead.

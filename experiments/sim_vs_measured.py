@@ -25,12 +25,21 @@ runs. Time one model first (``--models resnet50``). Reported per model and kind:
 
 * simulator vs measured: Spearman rank correlation and MAPE (measured = median over replicates), and
   the same against the raw medians (no drift correction);
+* the drift-corrected relative MAPE, beside (never instead of) the others: each measured latency as its
+  drift-corrected ratio to the all-on-host reference timed in the same window, against simulated /
+  simulated all-on-host. The level-scaled MAPE multiplies the ratios by one reference level measured
+  once per model, so a slow moment during that one measurement moves every latency of the run (BERT in
+  ``results/sim_vs_measured-run2``: level 254 ms against a median of 218 ms over the run's windows, MAPE
+  19.0% against 4.0% relative); the report gives both the level and that median;
 * self-agreement: Spearman and MAPE between replicates 1 and 2 (overall and on ``blocks``), for the
   drift-corrected estimate and for the raw median of the same runs (the data on whether drift correction
   helps);
 * the noise ceiling: with replicate agreement ``r``, the mean of two replicates has reliability
   ``2r / (1 + r)`` (Spearman-Brown), so no simulator can correlate with it beyond ``sqrt(2r / (1 + r))``;
   the MAPE a perfect simulator would still show is about half the mean relative gap between replicates;
+  and what stops self-agreement: the per-replicate relative sd, the sd (and 95% CI half-width) the
+  target needs when the true latencies are the replicates' mean and two noisy copies are compared, and
+  the runs per replicate that implies (:func:`~experiments.sim_vs_measured_stats.noise_ceiling`);
 * host load before and after each model, wall time, the profiles' validation records and any
   :class:`~placement_gym.errors.ProfileWarning`.
 
@@ -39,7 +48,9 @@ Targets (issue #13): self-agreement >= 0.95 overall and >= 0.85 on blocks; simul
 
 ``--runs N`` repeats the whole comparison N times (``--gap`` seconds apart) and compares them;
 ``--compare A.json B.json ...`` compares runs made earlier (agree: Spearman within 0.03, MAPE within 3
-points). Results: ``<out>.json`` (replayable rows: placement, every replicate, CI, load, versions) and
+points; judged on the level-scaled and on the relative MAPE). ``--rescore A.json`` recomputes a stored
+run's figures from its rows without measuring (with ``--costs F.json``, re-simulated with the
+segment-boundary figures fitted by :mod:`experiments.sim_fidelity`). Results: ``<out>.json`` (replayable rows: placement, every replicate, CI, load, versions) and
 ``<out>.md``.
 
 Example:
@@ -60,11 +71,13 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
+from experiments.sim_vs_measured_report import report_lines
 from experiments.sim_vs_measured_stats import (
-    TARGETS,
     compare_runs,
-    fmt,
+    noise_ceiling,
+    relative_figures,
     summarize_rows,
+    window_reference,
 )
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import ProfileWarning
@@ -188,78 +201,68 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "simulated_reason": s.reason,
             }
         )
-    summary = summarize_rows(rows, args.replicates)
+    summary = full_summary(rows, args.replicates, reference_level)
     summary.update(
         groups=coarse.num_groups,
         load_before=list(load_before),
         load_after=list(os.getloadavg()),
         wall_seconds=time.perf_counter() - t0,
-        reference_level=reference_level,
         profile={k: profile[k] for k in ("layer_sum", "whole", "ratio", "action", "factor", "load_before")},
         profile_warnings=profile_warnings,
     )
     return {"summary": summary, "rows": rows, "cost_model": sim.cost_model.meta}
 
 
-def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
-    """The Markdown report of one run."""
-    c = meta["command"]
-    lines = [
-        "# Simulated vs measured latency (local platform)",
-        "",
-        f"OpenVINO {meta['openvino']}, {meta['date']}; per model {c['count']} iid + {c['count']} blocks + the "
-        f"single-device placements at level `{c['level']}`, {c['replicates']} replicates"
-        + (f" (chunks of {c['chunk']})" if c["chunk"] else " (full passes)")
-        + f"; measured: partitioned executor, warm-up {c['warmup']}, {c['repeats']}-{c['max_repeats']} runs "
-        f"until the median's 95% CI is within +-{100 * c['rel_ci']:.0f}% (time budget {c['time_budget']} s), "
-        f"reference `{c['reference']}`. Command: `{meta['argv']}`.",
-        "",
-        "| model | groups | feasible | Spearman all / iid / blocks (raw) | MAPE all / iid / blocks (raw) "
-        "| self-agreement all / blocks (raw) | ceiling Spearman / floor MAPE | median CI / runs "
-        "| load before -> after | wall |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, res in results.items():
-        s = res["summary"]
-        sa, sb = s.get("self_all", {}), s.get("self_blocks", {})
-        ra, rb = s.get("self_raw_all", {}), s.get("self_raw_blocks", {})
-        lines.append(
-            f"| {name} | {s['groups']} | {s['feasible']}/{s['evaluated']} | "
-            f"{fmt(s['all']['spearman'])} / {fmt(s['iid']['spearman'])} / {fmt(s['blocks']['spearman'])} "
-            f"({fmt(s['all_raw']['spearman'])}) | "
-            f"{fmt(s['all']['mape'], True)} / {fmt(s['iid']['mape'], True)} / {fmt(s['blocks']['mape'], True)} "
-            f"({fmt(s['all_raw']['mape'], True)}) | "
-            f"{fmt(sa.get('spearman'))} / {fmt(sb.get('spearman'))} "
-            f"({fmt(ra.get('spearman'))} / {fmt(rb.get('spearman'))}) | "
-            f"{fmt(sa.get('ceiling_spearman'))} / {fmt(sa.get('floor_mape'), True)} | "
-            f"+-{fmt(s['rel_ci_median'], True)} / {s['samples_median']:.0f} | "
-            f"{s['load_before'][0]:.2f} -> {s['load_after'][0]:.2f} | {s['wall_seconds']:.0f} s |"
-        )
-    lines += ["", "Targets: " + target_line(results), ""]
-    for name, res in results.items():
-        p = res["summary"]["profile"]
-        lines.append(
-            f"- {name} profile: per-op sum / whole model {p['ratio']:.3f} ({p['action']}, factor "
-            f"{p['factor']:.3f}, load {p['load_before']:.2f}); replicates {res['summary'].get('replicate_separation_s', float('nan')):.0f} s apart"
-            + "".join(f"; warning: {w}" for w in res["summary"]["profile_warnings"])
-        )
-    return lines
+def full_summary(
+    rows: list[dict[str, Any]], replicates: int, reference_level: float | None
+) -> dict[str, Any]:
+    """:func:`summarize_rows` plus the figures that need the reference level: simulator vs measured
+    relative to the all-on-host placement (``relative``), the median reference time over the run's
+    windows (``window_reference``) and what stops self-agreement (``noise_ceiling``)."""
+    summary = summarize_rows(rows, replicates)
+    summary["reference_level"] = reference_level
+    summary["relative"] = relative_figures(rows, reference_level)
+    summary["window_reference"] = window_reference(rows, reference_level)
+    summary["noise_ceiling"] = noise_ceiling(rows, summary["samples_median"]) if replicates >= 2 else {}
+    return summary
 
 
-def target_line(results: dict[str, Any]) -> str:
-    """Which of issue #13's targets each model meets."""
-    parts = []
-    for name, res in results.items():
-        s = res["summary"]
-        checks = {
-            "self all >= 0.95": s.get("self_all", {}).get("spearman", float("nan")) >= TARGETS["self_all"],
-            "self blocks >= 0.85": s.get("self_blocks", {}).get("spearman", float("nan"))
-            >= TARGETS["self_blocks"],
-            "Spearman >= 0.9": s["all"]["spearman"] >= TARGETS["spearman"],
-            "MAPE <= 10%": s["all"]["mape"] <= TARGETS["mape"],
-        }
-        parts.append(f"{name}: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in checks.items()))
-    return "; ".join(parts)
+def rescore(payload: dict[str, Any], costs: Path | None = None) -> dict[str, Any]:
+    """Recompute a stored run's figures from its rows, without measuring.
+
+    Args:
+        payload: A run's ``<out>.json``.
+        costs: A :class:`~placement_gym.simulation.partition_costs.PartitionCosts` JSON (e.g. from
+            ``experiments.sim_fidelity``): re-simulate every placement with these segment-boundary figures
+            (stored profiles, not re-timed); None keeps the stored simulated latencies.
+
+    Returns:
+        The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how.
+    """
+    from placement_gym.simulation.partition_costs import PartitionCosts
+
+    fitted = PartitionCosts.from_dict(json.loads(costs.read_text())) if costs is not None else None
+    models: dict[str, Any] = {}
+    for name, res in payload["models"].items():
+        rows = [dict(r) for r in res["rows"]]
+        meta = dict(res.get("cost_model", {}))
+        if fitted is not None:
+            from experiments.sim_fidelity import ModelData
+
+            data = ModelData(
+                name, payload["meta"]["command"]["level"], [rows], [res["summary"].get("reference_level")]
+            )
+            for row, lat in zip(rows, data.simulate(fitted)):
+                row["simulated"] = float(lat) if np.isfinite(lat) else None
+            meta["partition_costs"] = fitted.as_dict()
+        old = res["summary"]
+        summary = full_summary(rows, payload["meta"]["command"]["replicates"], old.get("reference_level"))
+        keep = ("groups", "load_before", "load_after", "wall_seconds", "profile", "profile_warnings")
+        summary.update({k: old[k] for k in keep if k in old})
+        models[name] = {"summary": summary, "rows": rows, "cost_model": meta}
+    meta = {**payload["meta"], "rescored": {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                            "costs": str(costs) if costs else None}}  # fmt: skip
+    return {"meta": meta, "models": models}
 
 
 def write(out: Path, payload: dict[str, Any], lines: list[str]) -> None:
@@ -310,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--compare", nargs="+", type=Path, default=None, help="compare earlier <out>.json runs"
     )
+    parser.add_argument(
+        "--rescore", type=Path, default=None, help="recompute a stored <out>.json's figures, no measuring"
+    )
+    parser.add_argument(
+        "--costs", type=Path, default=None,
+        help="with --rescore: re-simulate with these segment-boundary figures (experiments.sim_fidelity)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("results/sim_vs_measured"))
     return parser
 
@@ -319,6 +329,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.rescore:
+        payload = rescore(json.loads(args.rescore.read_text()), args.costs)
+        rest = argv if argv is not None else sys.argv[1:]
+        payload["meta"]["rescored"]["argv"] = "python -m experiments.sim_vs_measured " + " ".join(rest)
+        lines = report_lines(payload["models"], payload["meta"])
+        write(args.out, payload, lines)
+        print("\n".join(lines))
+        return payload
+    if args.costs is not None:
+        parser.error("--costs only applies with --rescore")
     if args.compare:
         runs = [json.loads(p.read_text()) for p in args.compare]
         summary, lines = compare_runs(runs, [str(p) for p in args.compare])

@@ -99,21 +99,147 @@ def compare_runs(runs: list[dict[str, Any]], names: list[str]) -> tuple[dict[str
         "",
         "Runs: " + ", ".join(f"`{n}` ({r['meta']['date']})" for n, r in zip(names, runs)),
         "",
-        "| model | Spearman per run | MAPE per run | self-agreement per run | max diff Spearman / MAPE | agree |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "MAPE: level-scaled (drift-corrected estimate x the reference level measured once per run) and "
+        "relative (drift-corrected ratio to the all-on-host reference against simulated / simulated host, "
+        "see `relative_figures`); runs agree on a figure when Spearman differs by <= 0.03 and MAPE by <= 3 "
+        "points.",
+        "",
+        "| model | Spearman per run | MAPE per run | relative MAPE per run | self-agreement per run "
+        "| max diff Spearman / MAPE / relative MAPE | agree (level-scaled / relative) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in models:
-        sp = [r["models"][m]["summary"]["all"]["spearman"] for r in runs]
-        mape = [r["models"][m]["summary"]["all"]["mape"] for r in runs]
-        self_ = [r["models"][m]["summary"].get("self_all", {}).get("spearman", float("nan")) for r in runs]
-        d_sp = max((abs(a - b) for a, b in itertools.combinations(sp, 2)), default=0.0)
-        d_mape = max((abs(a - b) for a, b in itertools.combinations(mape, 2)), default=0.0)
+        summaries = [r["models"][m]["summary"] for r in runs]
+        sp = [s["all"]["spearman"] for s in summaries]
+        mape = [s["all"]["mape"] for s in summaries]
+        rel = [s.get("relative", {}).get("all", {}).get("mape", float("nan")) for s in summaries]
+        self_ = [s.get("self_all", {}).get("spearman", float("nan")) for s in summaries]
+        d_sp, d_mape, d_rel = (
+            max((abs(a - b) for a, b in itertools.combinations(x, 2)), default=0.0) for x in (sp, mape, rel)
+        )
         agree = bool(d_sp <= AGREE_SPEARMAN and d_mape <= AGREE_MAPE)
-        out[m] = {"spearman": sp, "mape": mape, "self": self_, "max_diff_spearman": d_sp,
-                  "max_diff_mape": d_mape, "agree": agree}  # fmt: skip
+        agree_rel = bool(d_sp <= AGREE_SPEARMAN and d_rel <= AGREE_MAPE)
+        out[m] = {"spearman": sp, "mape": mape, "relative_mape": rel, "self": self_,
+                  "max_diff_spearman": d_sp, "max_diff_mape": d_mape, "max_diff_relative_mape": d_rel,
+                  "agree": agree, "agree_relative": agree_rel}  # fmt: skip
         lines.append(
             f"| {m} | {' / '.join(fmt(x) for x in sp)} | {' / '.join(fmt(x, True) for x in mape)} | "
-            f"{' / '.join(fmt(x) for x in self_)} | {d_sp:.3f} / {100 * d_mape:.1f} pts | "
-            f"{'yes' if agree else 'NO'} |"
+            f"{' / '.join(fmt(x, True) for x in rel)} | {' / '.join(fmt(x) for x in self_)} | "
+            f"{d_sp:.3f} / {100 * d_mape:.1f} / {100 * d_rel:.1f} pts | "
+            f"{'yes' if agree else 'NO'} / {'yes' if agree_rel else 'NO'} |"
         )
     return out, lines
+
+
+def host_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The all-on-host single-device row (the drift reference's own placement), or None."""
+    return next((r for r in rows if r["kind"] == "single" and not any(r["placement"])), None)
+
+
+def relative_figures(rows: list[dict[str, Any]], reference_level: float | None) -> dict[str, Any]:
+    """Simulator vs measured with both latencies relative to the all-on-host placement.
+
+    The drift-corrected estimate of a replicate is ``ratio x reference_level``, where ``ratio`` is the
+    median of the candidate / host-reference pairs timed in the same window; dividing by
+    ``reference_level`` gives back ``ratio``, which a slowdown of the whole machine cancels in, even one
+    that hit the single measurement of the level. It is compared with ``simulated / simulated(host)``.
+    Spearman equals the level-scaled one; MAPE no longer depends on the level.
+
+    Returns:
+        ``compare`` stats (``all`` and per kind), or an empty dict without a reference or a host row.
+    """
+    host = host_row(rows)
+    if not reference_level or host is None or host["simulated"] is None:
+        return {}
+    ok = [r for r in rows if r["measured"] is not None and r["simulated"] is not None]
+    out: dict[str, Any] = {}
+    for kind in (None, *KINDS):
+        sel = [r for r in ok if kind is None or r["kind"] == kind]
+        measured = np.array([r["measured"] / reference_level for r in sel])
+        simulated = np.array([r["simulated"] / host["simulated"] for r in sel])
+        out["all" if kind is None else kind] = compare(measured, simulated)
+    return out
+
+
+def window_reference(rows: list[dict[str, Any]], reference_level: float | None) -> float:
+    """Median over the run of the host reference's interleaved run times, seconds (nan without them).
+
+    Each drift-corrected replicate stores its raw median and ``ratio x level``; ``raw / ratio`` is the
+    reference's time in that replicate's window. Set against the once-measured ``reference_level`` it shows
+    whether the level itself was taken in a slow (or fast) moment.
+    """
+    if not reference_level:
+        return float("nan")
+    times = [
+        rec["raw"] * reference_level / rec["latency"]
+        for r in rows
+        for rec in r["replicates"]
+        if rec.get("latency") and rec.get("raw")
+    ]
+    return float(np.median(times)) if times else float("nan")
+
+
+def replicate_sd(first: np.ndarray, second: np.ndarray) -> float:
+    """Relative standard deviation of one replicate, from two replicates of shape ``(n,)``:
+    ``sd(log(first / second)) / sqrt(2)``."""
+    return float(np.std(np.log(first / second), ddof=1) / np.sqrt(2))
+
+
+def noisy_agreement(truth: np.ndarray, rel_sd: float, trials: int = 200, seed: int = 0) -> float:
+    """Expected Spearman between two copies of ``truth`` (shape ``(n,)``), each multiplied by independent
+    log-normal noise of relative sd ``rel_sd``: the self-agreement that noise alone allows."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((trials, 2, len(truth))) * rel_sd
+    copies = np.log(truth)[None, None, :] + noise
+    return float(np.mean([spearmanr(c[0], c[1])[0] for c in copies]))
+
+
+def sd_for_agreement(truth: np.ndarray, target: float, trials: int = 200) -> float:
+    """Largest relative sd per replicate whose :func:`noisy_agreement` still reaches ``target`` (bisection
+    in log space between 0.01% and 100%)."""
+    low, high = 1e-4, 1.0
+    if noisy_agreement(truth, high, trials) >= target:
+        return high
+    for _ in range(30):
+        mid = float(np.sqrt(low * high))
+        if noisy_agreement(truth, mid, trials) >= target:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def noise_ceiling(rows: list[dict[str, Any]], samples: float) -> dict[str, Any]:
+    """What stops self-agreement: per kind (all, blocks), the measured per-replicate relative sd, the sd
+    the issue's target would need (with true latencies = the mean of the replicates), the 95% CI
+    half-width that sd means (1.96 x sd) and the timed runs per replicate it implies if the sd shrinks as
+    ``1 / sqrt(runs)`` from ``samples`` (the median runs per replicate now).
+
+    Returns:
+        ``{"all": {...}, "blocks": {...}}`` with ``n``, ``sd``, ``agreement`` (what that sd gives),
+        ``target``, ``sd_needed``, ``ci_needed`` and ``runs_needed``; empty without two replicates.
+    """
+    out: dict[str, Any] = {}
+    for kind, target in ((None, TARGETS["self_all"]), ("blocks", TARGETS["self_blocks"])):
+        sel = [
+            r for r in rows
+            if (kind is None or r["kind"] == kind) and len(r["measured_replicates"]) >= 2
+            and None not in r["measured_replicates"][:2]
+        ]  # fmt: skip
+        if len(sel) < 3:
+            continue
+        first = np.array([r["measured_replicates"][0] for r in sel])
+        second = np.array([r["measured_replicates"][1] for r in sel])
+        truth = (first + second) / 2
+        sd = replicate_sd(first, second)
+        needed = sd_for_agreement(truth, target)
+        out["all" if kind is None else kind] = {
+            "n": len(sel),
+            "sd": sd,
+            "agreement": noisy_agreement(truth, sd),
+            "target": target,
+            "sd_needed": needed,
+            "ci_needed": 1.96 * needed,
+            "runs_needed": float(samples * (sd / needed) ** 2),
+        }
+    return out

@@ -70,6 +70,17 @@ def test_tiny_end_to_end_run_and_compare(tmp_path, capsys):
         ]
     )
     assert agreement["tiny_cnn"]["agree"] and agreement["tiny_cnn"]["max_diff_spearman"] == 0.0
+    assert "Noise ceiling" in out.with_suffix(".md").read_text() and "relative" in s
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"invoke_overhead": 0.0, "transfer_latency": 0.01, "bandwidth": 1e9,
+                                 "blocked_bandwidth": 1e9, "contention": 1.0}))  # fmt: skip
+    again = svm.main(
+        ["--rescore", str(out.with_suffix(".json")), "--costs", str(costs), "--out", str(tmp_path / "re")]
+    )
+    rows_again = again["models"]["tiny_cnn"]["rows"]
+    split = [r for r, old in zip(rows_again, rows) if r["kind"] != "single"]
+    assert all(r["simulated"] >= 0.01 for r in split if any(r["placement"]) and not all(r["placement"]))
+    assert [r["measured"] for r in rows_again] == [r["measured"] for r in rows]
 
 
 def test_calibrate_redoes_one_profile_per_distinct_device(tmp_path, monkeypatch, capsys):
@@ -81,3 +92,96 @@ def test_calibrate_redoes_one_profile_per_distinct_device(tmp_path, monkeypatch,
     assert "| tiny_cnn | cpu0 |" in capsys.readouterr().out
     assert cli.main(["calibrate", "--model", "tiny_cnm"]) == 2
     assert "Did you mean 'tiny_cnn'" in capsys.readouterr().err
+
+
+def _rows(
+    measured: np.ndarray, simulated: np.ndarray, level: float, noise: float = 0.0, seed: int = 0
+) -> list:
+    """Rows as the script stores them: host single row first, then alternate iid / blocks; replicate
+    latencies are ``ratio x level`` with the reference timed at ``level`` (raw = latency)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, (m, s) in enumerate(zip(measured, simulated)):
+        kind = "single" if i == 0 else ("iid" if i % 2 else "blocks")
+        reps = [float(m * np.exp(noise * rng.standard_normal())) for _ in range(2)]
+        rows.append(
+            {
+                "kind": kind,
+                "placement": [0, 0] if i == 0 else [1, 0],
+                "measured": float(np.median(reps)),
+                "measured_replicates": reps,
+                "raw_replicates": reps,
+                "replicates": [
+                    {"latency": r, "raw": r, "ci": 0.01 * r, "samples": 6, "t": 10.0 * k}
+                    for k, r in enumerate(reps)
+                ],  # fmt: skip
+                "simulated": float(s),
+            }
+        )
+    return rows
+
+
+def test_relative_mape_cancels_a_slow_reference_level():
+    """A reference level measured 25% too slow scales every drift-corrected latency (level-scaled MAPE
+    moves) but not the ratios to the host reference (relative MAPE stays)."""
+    rng = np.random.default_rng(0)
+    sim = rng.uniform(1.0, 2.0, 21)
+    sim[0] = 1.0
+    measured = sim * rng.uniform(0.97, 1.03, 21)
+    measured[0] = 1.0
+    good = stats.relative_figures(_rows(measured, sim, 1.0), 1.0)
+    slow = stats.relative_figures(_rows(1.25 * measured, sim, 1.25), 1.25)
+    assert good["all"]["mape"] == pytest.approx(slow["all"]["mape"]) and good["all"]["mape"] < 0.03
+    assert stats.summarize_rows(_rows(1.25 * measured, sim, 1.25), 2)["all"]["mape"] > 0.2
+    assert stats.relative_figures(_rows(measured, sim, 1.0), None) == {}
+
+
+def test_window_reference_recovers_the_reference_time():
+    rows = _rows(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]), 0.5)
+    for r in rows:  # the reference ran at 0.8 s in every window: raw = ratio x 0.8, latency = ratio x 0.5
+        for rec in r["replicates"]:
+            rec["raw"] = rec["latency"] / 0.5 * 0.8
+    assert stats.window_reference(rows, 0.5) == pytest.approx(0.8)
+
+
+def test_noise_ceiling_finds_the_sd_that_gives_the_target():
+    truth = np.linspace(1.0, 2.0, 60)
+    assert stats.noisy_agreement(truth, 1e-6) == pytest.approx(1.0)
+    assert stats.noisy_agreement(truth, 0.3) < 0.8
+    sd = stats.sd_for_agreement(truth, 0.95)
+    assert stats.noisy_agreement(truth, sd) >= 0.95 > stats.noisy_agreement(truth, 1.2 * sd)
+    rows = _rows(truth, truth, 1.0, noise=2 * sd, seed=1)
+    ceiling = stats.noise_ceiling(rows, samples=6)
+    c = ceiling["all"]
+    assert c["sd"] == pytest.approx(2 * sd, rel=0.35)
+    assert c["runs_needed"] == pytest.approx(6 * (c["sd"] / c["sd_needed"]) ** 2)
+    assert c["runs_needed"] > 6 and set(ceiling) == {"all", "blocks"}
+
+
+def test_compare_runs_checks_the_relative_mape_too():
+    def run(mape: float, rel: float) -> dict:
+        summary = {"all": {"spearman": 0.9, "mape": mape}, "relative": {"all": {"mape": rel}}}
+        return {"meta": {"date": "d"}, "models": {"m": {"summary": summary}}}
+
+    summary, lines = stats.compare_runs([run(0.04, 0.04), run(0.19, 0.045)], ["a", "b"])
+    assert not summary["m"]["agree"] and summary["m"]["agree_relative"]
+    assert "NO / yes" in lines[-1]
+
+
+def test_rescore_needs_no_measurement_and_keeps_the_figures(tmp_path):
+    rows = _rows(np.linspace(1.0, 2.0, 11), np.linspace(1.0, 2.1, 11), 1.0, noise=0.01)
+    summary = {"reference_level": 1.0, "groups": 2, "load_before": [0.1], "load_after": [0.2],
+               "wall_seconds": 3.0, "profile": {}, "profile_warnings": []}  # fmt: skip
+    payload = {
+        "meta": {"command": {"level": "fused", "replicates": 2}, "date": "d"},
+        "models": {"m": {"summary": summary, "rows": rows, "cost_model": {}}},
+    }
+    stored = tmp_path / "run.json"
+    stored.write_text(json.dumps(payload))
+    out = svm.rescore(json.loads(stored.read_text()))
+    s = out["models"]["m"]["summary"]
+    assert s["all"] == stats.summarize_rows(rows, 2)["all"]
+    assert s["relative"]["all"]["n"] == 11 and s["noise_ceiling"]["all"]["n"] == 11
+    assert s["wall_seconds"] == 3.0 and out["meta"]["rescored"]["costs"] is None
+    with pytest.raises(SystemExit):
+        svm.main(["--costs", str(stored)])  # --costs without --rescore

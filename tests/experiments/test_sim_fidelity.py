@@ -1,0 +1,78 @@
+"""Fitting the segment-boundary figures to measured placements (experiments.sim_fidelity), on tiny_cnn
+with synthetic measurements made by the simulator itself."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from experiments import sim_fidelity
+from placement_gym.simulation.partition_costs import PartitionCosts
+
+
+@pytest.fixture(scope="module")
+def tiny_data():
+    from placement_gym.benchmarks import load_benchmark
+
+    groups = load_benchmark("tiny_cnn").coarsen("fused").num_groups
+    rng = np.random.default_rng(0)
+    placements = [np.zeros(groups, dtype=int), np.ones(groups, dtype=int)]
+    placements += [rng.integers(0, 2, groups) for _ in range(30)]
+    kinds = ["single", "single"] + ["iid", "blocks"] * 15
+    rows = [{"kind": k, "placement": p.tolist(), "measured": 1.0} for k, p in zip(kinds, placements)]
+    return sim_fidelity.ModelData("tiny_cnn", "fused", [rows])
+
+
+def test_fit_recovers_a_per_transfer_cost(tiny_data):
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    truth = dataclasses.replace(base, transfer_latency=3e-4, contention=0.9)
+    measured = 1.1 * tiny_data.simulate(truth)  # a profile 10% off in scale: the fit must not care
+    for row, m in zip(tiny_data.rows_by_run[0], measured):
+        row["measured"] = float(m)
+    assert sim_fidelity.shape_loss([tiny_data], base, 0) > 1e-4
+    fitted = sim_fidelity.fit([tiny_data], ("transfer_latency", "contention"), base)
+    assert fitted.transfer_latency == pytest.approx(3e-4, rel=0.05)
+    assert fitted.contention == pytest.approx(0.9, abs=0.05)
+    assert sim_fidelity.shape_loss([tiny_data], fitted, 0) < 1e-6
+    figures = sim_fidelity.figures(tiny_data, tiny_data.simulate(fitted), 0)
+    assert figures["all"]["spearman"] == pytest.approx(1.0) and figures["all"]["relative_mape"] < 1e-3
+
+
+def test_properties_count_segments_and_cuts(tiny_data):
+    props = tiny_data.properties()
+    assert props.shape == (32, len(sim_fidelity.PROPERTIES))
+    single = props[:2]
+    assert np.all(single[:, 0] == 1) and np.all(single[:, 2] == 0)  # one segment, no cut edge
+    assert np.array_equal(single[:, 5], [0.0, 1.0])  # share on cpu1
+    split = props[2:]
+    assert np.all(split[:, 0] >= split[:, 1])  # the executor splits at least as finely as the simulator
+    assert np.all((split[:, 2] > 0) == (split[:, 0] > 1))
+
+
+def test_costs_from_the_platform_are_valid(tiny_data):
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    assert isinstance(base, PartitionCosts) and base.bandwidth > 0
+
+
+def test_residual_repeat_tells_structure_from_noise(tiny_data):
+    """A residual that is a property of the placements repeats between runs (correlation 1); fresh noise
+    does not."""
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    sim = tiny_data.simulate(base)
+    rows = tiny_data.rows_by_run[0]
+    rng = np.random.default_rng(3)
+    structure = np.exp(0.05 * rng.standard_normal(len(rows)))
+    noise = np.exp(0.05 * rng.standard_normal(len(rows)))
+    two = sim_fidelity.ModelData(
+        "tiny_cnn",
+        "fused",
+        [
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, structure)],
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, structure)],
+            [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, noise)],
+        ],
+    )
+    assert sim_fidelity.residual_repeat(two, sim, 0, 1) == pytest.approx(1.0)
+    assert abs(sim_fidelity.residual_repeat(two, sim, 0, 2)) < 0.5
