@@ -25,7 +25,7 @@ from agents.base import BudgetTracker
 from agents.learned.scorer import PRETRAINED, MoveScorer, fit_scorer
 from agents.learned.search import CostRanker, NoisyRanker, guided_search
 from placement_gym.benchmarks import load_benchmark
-from placement_gym.platforms import load_platform
+from placement_gym.platforms import load_platform, resolve_memory
 from placement_gym.problem import PlacementProblem
 from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.simulation.cost_model import CostModel
@@ -59,12 +59,12 @@ def task_problems(models, platforms, variants: int, sigma: float, seed: int):
         bench = load_benchmark(model)
         coarse = bench.coarsen("fused")
         for name in platforms:
-            plat = load_platform(name)
+            plat = resolve_memory(load_platform(name), float(coarse.graph.nodes["param_bytes"].sum()))
             base = CostModel.from_benchmark(bench, coarse, plat)
             for v in range(variants):
                 cost = base if v == 0 else perturbed(base, rng, sigma)
                 backend = SimulatedBackend(bench, coarse, plat, cost_model=cost)
-                yield f"{model}/{name}/{v}", PlacementProblem(bench, coarse, plat, backend)
+                yield f"{model}/{name}/{v}", PlacementProblem(bench, coarse, plat, backend, "neg_latency_ms")
 
 
 def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
