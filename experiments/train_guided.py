@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--noise", type=float, default=1.0, help="exploration noise, in score std units")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objective", choices=("improve", "mse"), default="improve")
-    parser.add_argument("--data", help="an .npz of moves to add to (and, with --rounds 0, fit on only)")
+    parser.add_argument(
+        "--data", nargs="*", default=[], help=".npz files of moves to add to (and, with --rounds 0, fit on only)"
+    )
     parser.add_argument("--save-data", help="write every collected move to this .npz")
     parser.add_argument("--out", default=str(PRETRAINED))
     args = parser.parse_args(argv)
@@ -105,12 +107,15 @@ def main(argv: list[str] | None = None) -> None:
     feats, changes, evaluations = [], [], 0
     scorer: MoveScorer | None = None
     loss = float("nan")
-    if args.data:
-        data = np.load(args.data)
+    for path in args.data:
+        data = np.load(path)
         feats.append(data["features"])
         changes.append(data["change"])
         evaluations += int(data["evaluations"])
-        scorer, loss = fit_scorer(feats[0], changes[0], objective=args.objective, seed=args.seed)
+    if feats:
+        scorer, loss = fit_scorer(
+            np.concatenate(feats), np.concatenate(changes), objective=args.objective, seed=args.seed
+        )
     for r in range(args.rounds):
         base = scorer if scorer is not None else CostRanker()
         f, c, n = collect(
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         {
             "command": "python -m experiments.train_guided "
             + " ".join(sys.argv[1:] if argv is None else argv),
-            "tasks": [name for name, _ in problems],
+            "tasks": [name for name, _ in problems] if args.rounds else [],  # --data: see their runs
             "evaluations": evaluations,
             "moves": int(sum(len(x) for x in feats)),
             "loss": loss,
