@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objective", choices=("improve", "mse"), default="improve")
     parser.add_argument(
-        "--data", nargs="*", default=[], help=".npz files of moves to add to (and, with --rounds 0, fit on only)"
+        "--data",
+        nargs="*",
+        default=[],
+        help=".npz files of moves to add to (and, with --rounds 0, fit on only)",
     )
     parser.add_argument("--save-data", help="write every collected move to this .npz")
     parser.add_argument("--out", default=str(PRETRAINED))

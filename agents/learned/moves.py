@@ -382,8 +382,11 @@ class MoveFeaturizer:
                 np.eye(len(KINDS))[moves.kind],  # (M, K)
                 n_on_target / np.maximum(n_outside, 1),
                 speed,
-                (self.estimate(np.where(members, target[:, None], placement[None, :]))
-                 - self.estimate(placement[None, :])[0]) * scale,
+                (
+                    self.estimate(np.where(members, target[:, None], placement[None, :]))
+                    - self.estimate(placement[None, :])[0]
+                )
+                * scale,
             ]
         )
         return np.clip(out, -10.0, 10.0).astype(np.float32)

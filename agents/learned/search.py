@@ -184,4 +184,3 @@ class EstimateRanker:
 
     def observe(self, features: np.ndarray, change: np.ndarray) -> None:
         return None
-

@@ -39,9 +39,7 @@ def test_moves_change_the_placement_on_allowed_devices_and_cover_every_single_mo
     }
     assert singles == {(g, d) for g, d in zip(*np.nonzero(allowed)) if d != 0}
     mixed = np.random.default_rng(0).integers(0, fused.num_devices, fused.num_groups)
-    kinds = set(moves.kind.tolist()) | set(
-        propose(mixed, allowed, classes, branches).kind.tolist()
-    )
+    kinds = set(moves.kind.tolist()) | set(propose(mixed, allowed, classes, branches).kind.tolist())
     assert kinds == set(range(len(KINDS)))  # every kind occurs on tiny_bert
     for i in range(len(moves)):
         after = moves.apply(placement, i)
