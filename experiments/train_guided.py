@@ -25,7 +25,7 @@ from agents.base import BudgetTracker
 from agents.learned.scorer import PRETRAINED, MoveScorer, fit_scorer
 from agents.learned.search import CostRanker, NoisyRanker, guided_search
 from placement_gym.benchmarks import load_benchmark
-from placement_gym.platforms import load_platform
+from placement_gym.platforms import load_platform, resolve_memory
 from placement_gym.problem import PlacementProblem
 from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.simulation.cost_model import CostModel
@@ -59,12 +59,12 @@ def task_problems(models, platforms, variants: int, sigma: float, seed: int):
         bench = load_benchmark(model)
         coarse = bench.coarsen("fused")
         for name in platforms:
-            plat = load_platform(name)
+            plat = resolve_memory(load_platform(name), float(coarse.graph.nodes["param_bytes"].sum()))
             base = CostModel.from_benchmark(bench, coarse, plat)
             for v in range(variants):
                 cost = base if v == 0 else perturbed(base, rng, sigma)
                 backend = SimulatedBackend(bench, coarse, plat, cost_model=cost)
-                yield f"{model}/{name}/{v}", PlacementProblem(bench, coarse, plat, backend)
+                yield f"{model}/{name}/{v}", PlacementProblem(bench, coarse, plat, backend, "neg_latency_ms")
 
 
 def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -96,7 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--noise", type=float, default=1.0, help="exploration noise, in score std units")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objective", choices=("improve", "mse"), default="improve")
-    parser.add_argument("--data", help="an .npz of moves to add to (and, with --rounds 0, fit on only)")
+    parser.add_argument(
+        "--data",
+        nargs="*",
+        default=[],
+        help=".npz files of moves to add to (and, with --rounds 0, fit on only)",
+    )
     parser.add_argument("--save-data", help="write every collected move to this .npz")
     parser.add_argument("--out", default=str(PRETRAINED))
     args = parser.parse_args(argv)
@@ -105,12 +110,15 @@ def main(argv: list[str] | None = None) -> None:
     feats, changes, evaluations = [], [], 0
     scorer: MoveScorer | None = None
     loss = float("nan")
-    if args.data:
-        data = np.load(args.data)
+    for path in args.data:
+        data = np.load(path)
         feats.append(data["features"])
         changes.append(data["change"])
         evaluations += int(data["evaluations"])
-        scorer, loss = fit_scorer(feats[0], changes[0], objective=args.objective, seed=args.seed)
+    if feats:
+        scorer, loss = fit_scorer(
+            np.concatenate(feats), np.concatenate(changes), objective=args.objective, seed=args.seed
+        )
     for r in range(args.rounds):
         base = scorer if scorer is not None else CostRanker()
         f, c, n = collect(
@@ -136,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         {
             "command": "python -m experiments.train_guided "
             + " ".join(sys.argv[1:] if argv is None else argv),
-            "tasks": [name for name, _ in problems],
+            "tasks": [name for name, _ in problems] if args.rounds else [],  # --data: see their runs
             "evaluations": evaluations,
             "moves": int(sum(len(x) for x in feats)),
             "loss": loss,

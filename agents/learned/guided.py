@@ -10,13 +10,15 @@ What is learned and what is search:
 
 * **Learned**: :class:`~agents.learned.scorer.MoveScorer`, a 2-layer MLP over per-move features computed
   from the cost model and the current placement (:data:`agents.learned.moves.MOVE_FEATURES`: compute and
-  transfer change weighted by criticality, launch overheads, loads, move size and kind). It is trained
+  transfer change weighted by criticality, launch overheads, loads, move size and kind, and the change of
+  a queue-free latency estimate of the whole placement). It is trained
   offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
   randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
   Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
   pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
-  devices), the move kinds (single groups, twin classes, segments, windows), batching, acceptance
+  devices), the move kinds (single groups, twin classes, segments, windows, fork-join branches), batching,
+  acceptance
   (best of the first improving batch) and perturbation when a neighbourhood is exhausted.
 
 Deviations from GiPH: the scorer is an MLP over hand-designed move features, not a GNN over the
@@ -24,8 +26,9 @@ placement-device graph; it is trained by supervised classification of evaluated 
 improve?": a one-step, gamma = 0 value), not by REINFORCE over episodes; moves can move several groups at
 once; and at inference many moves are evaluated per step, not one sampled.
 
-Ablations (same search, other orders): ``ranker="random"`` (uniform) and ``ranker="cost"`` (a hand-written
-order from the same features), see ``experiments/learned_vs_search.py``.
+Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
+order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
+alone), see ``experiments/learned_vs_search.py``.
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.learned.scorer import PRETRAINED, FineTuningScorer, MoveScorer
-from agents.learned.search import CostRanker, MoveRanker, RandomRanker, guided_search
+from agents.learned.search import CostRanker, EstimateRanker, MoveRanker, RandomRanker, guided_search
 from placement_gym.errors import UnknownNameError
 
 DEFAULT_BUDGET = 500
-RANKERS = ("learned", "cost", "random")
+RANKERS = ("learned", "cost", "estimate", "random")
 
 
 class GuidedImprovement(PlacementMethod):
@@ -50,7 +53,8 @@ class GuidedImprovement(PlacementMethod):
 
     Args:
         budget: Evaluations when :meth:`place` gets ``budget=None``.
-        ranker: ``"learned"`` (the scorer in ``weights``), or the ablations ``"cost"`` and ``"random"``.
+        ranker: ``"learned"`` (the scorer in ``weights``), or the ablations ``"cost"``, ``"estimate"`` and
+            ``"random"``.
         weights: Folder of a saved :class:`~agents.learned.scorer.MoveScorer` (default: the shipped one).
         batch_size: Moves evaluated per call.
         kick: Random moves applied to the best placement when a neighbourhood is exhausted.
@@ -87,6 +91,8 @@ class GuidedImprovement(PlacementMethod):
             if self.fine_tune:
                 return FineTuningScorer(self._scorer, self.fine_tune)  # type: ignore[arg-type]
             return self._scorer  # type: ignore[return-value]
+        if self.ranker == "estimate":
+            return EstimateRanker()
         return CostRanker() if self.ranker == "cost" else RandomRanker(rng)
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Placement-improvement moves and the features a learned scorer ranks them by.
 
-A *move* sends a set of groups to one device. Four kinds are proposed from a placement ``p``:
+A *move* sends a set of groups to one device. Five kinds are proposed from a placement ``p``:
 
 * ``single``: one group ``g`` to a device ``d != p[g]`` (the neighbourhood of the local-search baselines);
 * ``class``: every group of ``g``'s *twin class* that sits on ``p[g]`` to ``d``. Twins are groups with the
@@ -12,22 +12,29 @@ A *move* sends a set of groups to one device. Four kinds are proposed from a pla
 * ``window``: the groups on one device ``a`` among ``g`` and the next ``L - 1`` groups, for ``L`` in
   :data:`WINDOW_LENGTHS`, to ``d``: it moves one of the parallel branches of a block (an Inception
   module) to another device without touching the others.
+* ``branch``: a fork-join structure of the graph (:func:`branch_sets`): one branch of a fork (the chain
+  of groups from a successor of a group with several successors up to the join), alone or with its
+  fork and / or its join, to ``d``. Chaining forks, branches and joins of consecutive blocks on one
+  device keeps them one connected subgraph, which pays a device's invoke overhead once (the NPU of
+  ``multi-accel``); a window move cannot add the fork and the join, which sit outside the window.
 
 Every move is described by :data:`MOVE_FEATURES`, computed from the cost model and the current placement
 only (no evaluation): the change of compute and transfer time it causes (also weighted by how critical
 the groups are on the current placement's longest path), launch overheads, device loads, its size and
-kind. All are relative to the current latency, so one scorer serves graphs and platforms of any size.
+kind, and the change of a queue-free latency estimate of the whole placement
+(:meth:`MoveFeaturizer.estimate`). All are relative to the current latency, so one scorer serves graphs and platforms of any size.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from placement_gym.simulation.cost_model import CostModel
 
-KINDS = ("single", "class", "segment", "window")
+KINDS = ("single", "class", "segment", "window", "branch")
 SEGMENT_LENGTHS = (2, 4, 8)
 WINDOW_LENGTHS = (4, 8, 16)
 MOVE_FEATURES = (
@@ -46,9 +53,61 @@ MOVE_FEATURES = (
     "kind_class",
     "kind_segment",
     "kind_window",
+    "kind_branch",
     "neighbours_on_target",  # fraction of the set's outside neighbours already on d
     "speed_ratio",  # log(time of the set on d / time where it is), clipped to [-3, 3]
+    "d_estimate",  # change of the queue-free latency estimate (MoveFeaturizer.estimate) / latency
 )
+
+
+@numba.njit(cache=True)
+def _estimate(
+    placements: np.ndarray,  # (B, G) int64
+    pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
+    pred_src: np.ndarray,  # (E,) int64
+    pred_bytes: np.ndarray,  # (E,) float64
+    compute: np.ndarray,  # (G, D) float64
+    latency: np.ndarray,  # (D, D) float64
+    inv_bw: np.ndarray,  # (D, D) float64, 0 on the diagonal
+    invoke: np.ndarray,  # (D,) float64
+    host: int,
+    input_bytes: np.ndarray,  # (G,) float64
+    result_bytes: np.ndarray,  # (G,) float64
+) -> np.ndarray:
+    """See :meth:`MoveFeaturizer.estimate`; groups in index order are topological."""
+    b_count, g_count = placements.shape
+    out = np.zeros(b_count)
+    finish = np.zeros(g_count)
+    load = np.zeros(compute.shape[1])
+    for b in range(b_count):
+        load[:] = 0.0
+        path = 0.0
+        for g in range(g_count):
+            d = placements[b, g]
+            ready = 0.0
+            if input_bytes[g] > 0 and d != host:
+                ready = latency[host, d] + input_bytes[g] * inv_bw[host, d]
+            same = False
+            for j in range(pred_ptr[g], pred_ptr[g + 1]):
+                s = pred_src[j]
+                ds = placements[b, s]
+                if ds == d:
+                    same = True
+                    arrive = finish[s]
+                else:
+                    arrive = finish[s] + latency[ds, d] + pred_bytes[j] * inv_bw[ds, d]
+                if arrive > ready:
+                    ready = arrive
+            work = compute[g, d] + (0.0 if same else invoke[d])
+            load[d] += work
+            finish[g] = ready + work
+            end = finish[g]
+            if result_bytes[g] > 0 and d != host:
+                end += latency[d, host] + result_bytes[g] * inv_bw[d, host]
+            if end > path:
+                path = end
+        out[b] = max(path, load.max())
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,9 +144,46 @@ def twin_classes(cost: CostModel) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64).reshape(-1)
 
 
-def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> Moves:
-    """Every move of the four kinds away from ``placement`` that keeps each group on an allowed device
-    and changes the placement; duplicates of one resulting set are kept (the search skips repeats)."""
+def branch_sets(cost: CostModel) -> np.ndarray:
+    """The fork-join sets of the graph, shape ``(B, G)``, bool, placement-independent.
+
+    For every fork ``f`` (a group with two or more successors) and each successor ``s``, the *branch* is
+    the chain from ``s`` through groups with one predecessor and one successor; its *join* is the group
+    after the chain if that has several predecessors. The sets are the branch, branch + join, fork +
+    branch and fork + branch + join; duplicates and single groups are dropped.
+    """
+    g_count = cost.num_groups
+    succ: list[list[int]] = [[] for _ in range(g_count)]
+    n_pred = np.zeros(g_count, dtype=np.int64)
+    for s, t in zip(cost.edge_src, cost.edge_dst):
+        succ[int(s)].append(int(t))
+        n_pred[int(t)] += 1
+    sets: list[np.ndarray] = []
+    for f in range(g_count):
+        if len(succ[f]) < 2:
+            continue
+        for s in succ[f]:
+            chain = [s]
+            while len(succ[chain[-1]]) == 1 and n_pred[succ[chain[-1]][0]] == 1:
+                chain.append(succ[chain[-1]][0])
+            nxt = succ[chain[-1]]
+            join = [nxt[0]] if len(nxt) == 1 and n_pred[nxt[0]] > 1 else []
+            for extra in ([], join, [f], [f, *join]):
+                members = np.zeros(g_count, dtype=bool)
+                members[chain + extra] = True
+                if members.sum() >= 2:
+                    sets.append(members)
+    if not sets:
+        return np.zeros((0, g_count), dtype=bool)
+    return np.unique(np.stack(sets), axis=0)
+
+
+def propose(
+    placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray, branches: np.ndarray | None = None
+) -> Moves:
+    """Every move of the five kinds away from ``placement`` that keeps each group on an allowed device
+    and changes the placement; duplicates of one resulting set are kept (the search skips repeats).
+    ``branches`` are the sets of :func:`branch_sets` (none if ``None``)."""
     g_count, d_count = allowed.shape
     rows: list[np.ndarray] = []
     targets: list[int] = []
@@ -135,6 +231,14 @@ def propose(placement: np.ndarray, allowed: np.ndarray, classes: np.ndarray) -> 
                         rows.append(members)
                         targets.append(d)
                         kinds.append(kind)
+    if branches is not None and len(branches):
+        for d in range(d_count):
+            ok = ~np.any(branches & ~allowed[:, d][None, :], axis=1)
+            ok &= np.any(branches & (placement != d)[None, :], axis=1)
+            for members in branches[ok]:
+                rows.append(members)
+                targets.append(d)
+                kinds.append(4)
     if not rows:
         return Moves(
             np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -154,6 +258,10 @@ class MoveFeaturizer:
         self.link_latency = np.asarray(cost.link_latency, dtype=np.float64)  # (D, D), 0 on the diagonal
         self.src, self.dst = cost.edge_src, cost.edge_dst  # (E,)
         self.bytes = np.asarray(cost.edge_bytes, dtype=np.float64)  # (E,)
+        by_dst = np.argsort(self.dst, kind="stable")
+        self.pred_src = np.ascontiguousarray(self.src[by_dst], dtype=np.int64)  # (E,) grouped by destination
+        self.pred_bytes = np.ascontiguousarray(self.bytes[by_dst])  # (E,)
+        self.pred_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.dst, minlength=cost.num_groups))])
 
     def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""
@@ -176,6 +284,24 @@ class MoveFeaturizer:
             bottom[s] = max(bottom[s], work[s] + edge_time[e] + bottom[t])
         total = top + bottom
         return (total / max(float(total.max()), 1e-30)) ** 4
+
+    def estimate(self, placements: np.ndarray) -> np.ndarray:
+        """A queue-free latency estimate of each placement, shape ``(B,)`` from ``(B, G)``.
+
+        The larger of the longest path (compute, transfers, graph input and result copies, and a device's
+        invoke overhead on every group none of whose inputs comes from that device) and the heaviest
+        device's total work. Unlike the simulator it ignores that a device runs one group at a time and a
+        link one transfer at a time, which is what a move's features can afford for thousands of moves at
+        once; without invoke overheads it is a lower bound of the simulated latency (with them it may
+        charge a subgraph more than once, where two same-device chains join).
+        """
+        cost = self.cost
+        return _estimate(
+            np.ascontiguousarray(placements, dtype=np.int64), self.pred_ptr, self.pred_src, self.pred_bytes,
+            self.compute, self.link_latency, self.inv_bw, np.asarray(cost.invoke_overhead, dtype=np.float64),
+            int(cost.host), np.asarray(cost.input_bytes, dtype=np.float64),
+            np.asarray(cost.result_bytes, dtype=np.float64),
+        )  # fmt: skip
 
     def features(self, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
         """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32.
@@ -256,6 +382,11 @@ class MoveFeaturizer:
                 np.eye(len(KINDS))[moves.kind],  # (M, K)
                 n_on_target / np.maximum(n_outside, 1),
                 speed,
+                (
+                    self.estimate(np.where(members, target[:, None], placement[None, :]))
+                    - self.estimate(placement[None, :])[0]
+                )
+                * scale,
             ]
         )
         return np.clip(out, -10.0, 10.0).astype(np.float32)

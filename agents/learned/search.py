@@ -22,7 +22,7 @@ import numpy as np
 from agents.base import BudgetTracker
 from agents.baselines.common import allowed_devices
 from agents.baselines.heft import heft_placement
-from agents.learned.moves import MoveFeaturizer, Moves, propose, twin_classes
+from agents.learned.moves import MOVE_FEATURES, MoveFeaturizer, Moves, branch_sets, propose, twin_classes
 
 
 class MoveRanker(Protocol):
@@ -65,6 +65,7 @@ def guided_search(
     problem = tracker.problem
     allowed = allowed_devices(problem)
     classes = twin_classes(problem.cost_model())
+    branches = branch_sets(problem.cost_model())
     featurizer = MoveFeaturizer(problem.cost_model())
     seen: set[bytes] = set()
     starts = start_placements(tracker, allowed)[: max(tracker.remaining or 1, 1)]
@@ -78,7 +79,7 @@ def guided_search(
     steps = kicks = batches = stale = 0
     failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
     while not tracker.exhausted and stale < 50:
-        moves = propose(current, allowed, classes)
+        moves = propose(current, allowed, classes, branches)
         keys = [
             m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)
         ]
@@ -124,7 +125,7 @@ def guided_search(
         stale += 1  # neighbourhood exhausted: perturb the best placement
         kicks += 1
         current = tracker.best_placement.copy() if tracker.best_placement is not None else current
-        moves = propose(current, allowed, classes)
+        moves = propose(current, allowed, classes, branches)
         for i in rng.choice(len(moves), size=min(kick, len(moves)), replace=False):
             current = moves.apply(current, int(i))
         latency = math.inf
@@ -172,3 +173,14 @@ class NoisyRanker:
 
     def observe(self, features: np.ndarray, change: np.ndarray) -> None:
         self.base.observe(features, change)
+
+
+class EstimateRanker:
+    """The change of the queue-free latency estimate (feature ``d_estimate``): a cost-model order with
+    nothing learned."""
+
+    def scores(self, features: np.ndarray, moves: Moves) -> np.ndarray:
+        return features[:, MOVE_FEATURES.index("d_estimate")]
+
+    def observe(self, features: np.ndarray, change: np.ndarray) -> None:
+        return None

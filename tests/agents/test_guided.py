@@ -9,10 +9,12 @@ import pytest
 
 from agents import make_method
 from agents.baselines.common import allowed_devices
-from agents.learned.moves import KINDS, MOVE_FEATURES, MoveFeaturizer, propose, twin_classes
+from agents.learned.moves import KINDS, MOVE_FEATURES, MoveFeaturizer, branch_sets, propose, twin_classes
 from agents.learned.scorer import MoveScorer, fit_scorer
 from placement_gym.errors import PlacementGymError, UnknownNameError
 from placement_gym.problem import PlacementProblem
+from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import Schedule
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,8 @@ def fused() -> PlacementProblem:
 def test_moves_change_the_placement_on_allowed_devices_and_cover_every_single_move(fused):
     allowed = allowed_devices(fused)
     placement = np.zeros(fused.num_groups, dtype=np.int64)
-    moves = propose(placement, allowed, twin_classes(fused.cost_model()))
+    classes, branches = twin_classes(fused.cost_model()), branch_sets(fused.cost_model())
+    moves = propose(placement, allowed, classes, branches)
     singles = {
         (int(np.flatnonzero(m)[0]), int(d))
         for m, d, k in zip(moves.members, moves.target, moves.kind)
@@ -36,14 +39,72 @@ def test_moves_change_the_placement_on_allowed_devices_and_cover_every_single_mo
     }
     assert singles == {(g, d) for g, d in zip(*np.nonzero(allowed)) if d != 0}
     mixed = np.random.default_rng(0).integers(0, fused.num_devices, fused.num_groups)
-    kinds = set(moves.kind.tolist()) | set(
-        propose(mixed, allowed, twin_classes(fused.cost_model())).kind.tolist()
-    )
+    kinds = set(moves.kind.tolist()) | set(propose(mixed, allowed, classes, branches).kind.tolist())
     assert kinds == set(range(len(KINDS)))  # every kind occurs on tiny_bert
     for i in range(len(moves)):
         after = moves.apply(placement, i)
         assert not np.array_equal(after, placement)
         assert allowed[np.arange(fused.num_groups), after].all()
+
+
+def fork_join(invoke: float = 0.0, seed: int = 0) -> CostModel:
+    """0 -> {1, 2 -> 3} -> 4 on three devices (device 0 is the host), random costs."""
+    rng = np.random.default_rng(seed)
+    edges = [(0, 1), (0, 2), (1, 4), (2, 3), (3, 4)]
+    latency = rng.uniform(2e-6, 1e-5, (3, 3))
+    np.fill_diagonal(latency, 0.0)
+    bandwidth = rng.uniform(0.5e9, 2e9, (3, 3))
+    np.fill_diagonal(bandwidth, np.inf)
+    inputs, results = np.zeros(5), np.zeros(5)
+    inputs[0], results[4] = 4e3, 4e3
+    return CostModel(
+        device_names=("d0", "d1", "d2"),
+        compute=rng.uniform(2e-6, 4e-5, (5, 3)),
+        edge_src=np.array([s for s, _ in edges]),
+        edge_dst=np.array([t for _, t in edges]),
+        edge_bytes=rng.uniform(1e2, 1.5e4, len(edges)),
+        link_latency=latency,
+        link_bandwidth=bandwidth,
+        param_bytes=np.zeros(5),
+        out_bytes=np.full(5, 1e3),
+        input_bytes=inputs,
+        result_bytes=results,
+        capacity=np.full(3, 1e12),
+        invoke_overhead=np.array([0.0, 0.0, invoke]),
+    )
+
+
+def test_branch_sets_are_the_branches_with_their_fork_and_join():
+    got = {tuple(np.flatnonzero(m)) for m in branch_sets(fork_join())}
+    assert got == {(1, 4), (0, 1), (0, 1, 4), (2, 3), (2, 3, 4), (0, 2, 3), (0, 2, 3, 4)}
+
+
+def test_branch_moves_send_a_whole_inception_branch():
+    problem = PlacementProblem.make("inception_v3", "multi-accel", "simulated")
+    cost = problem.cost_model()
+    branches = branch_sets(cost)
+    moves = propose(np.zeros(problem.num_groups, dtype=np.int64), allowed_devices(problem),
+                    twin_classes(cost), branches)  # fmt: skip
+    sent = moves.members[moves.kind == KINDS.index("branch")]
+    assert len(branches) > 0 and len(sent) == 3 * len(branches)  # every set to each of 3 other devices
+    # fork + a factorised 7x7 chain (5 groups) + join: 7 groups, not a run of consecutive indices (the
+    # other branches lie between), so no segment move sends them
+    gapped = [m for m in branches if np.ptp(np.flatnonzero(m)) + 1 > m.sum()]
+    assert max(int(m.sum()) for m in gapped) == 7
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_estimate_is_a_lower_bound_without_invoke_and_exact_on_the_host(seed):
+    cost = fork_join(seed=seed)
+    grid = np.array(list(itertools.product(range(3), repeat=5)), dtype=np.int64)
+    simulated = Schedule.build(cost).run_batch(grid)[0]
+    estimate = MoveFeaturizer(cost).estimate(grid)
+    assert (estimate <= simulated * (1 + 1e-9)).all()
+    assert estimate[0] == pytest.approx(simulated[0])  # all on the host: the sum of compute times
+    assert (estimate < simulated * (1 - 1e-6)).any()  # queueing is ignored somewhere
+    with_invoke = MoveFeaturizer(fork_join(invoke=1e-3, seed=seed)).estimate(grid)
+    on_d2 = (grid == 2).any(axis=1)
+    assert np.allclose(with_invoke[~on_d2], estimate[~on_d2]) and (with_invoke[on_d2] >= 1e-3).all()
 
 
 def test_twin_classes_group_identical_layers(fused):
@@ -84,7 +145,7 @@ def test_deterministic_with_a_seed(fused):
     assert np.array_equal(a.placement, b.placement) and a.history == b.history
 
 
-@pytest.mark.parametrize("ranker", ["learned", "cost", "random"])
+@pytest.mark.parametrize("ranker", ["learned", "cost", "estimate", "random"])
 def test_reaches_the_brute_force_optimum_of_a_tiny_graph(ranker, small):
     space = np.array(list(itertools.product(range(small.num_devices), repeat=small.num_groups)))
     optimum = min(e.latency for e in small.evaluate_batch(space))
