@@ -338,6 +338,14 @@ def _invoke_overhead(
             lp.row([(r[g], 1.0), (r[h], -1.0), (z, big)], upper=big)
             lp.row([(r[h], 1.0), (r[g], -1.0), (z, big)], upper=big)
         lp.row(pointers + [(c, -v) for c, v in nonpay], lower=0.0)
+    # a cut (valid for binary x, it tightens the relaxation): the first group of every component pays, so
+    # a group on a costly device has a payer there at or before its position
+    for d in costly:
+        payers: list[tuple[int, float]] = []
+        for g in sched.order.tolist():
+            if d in pay[g]:
+                payers.append((pay[g][d], 1.0))
+                lp.row(payers + [(int(x[g, d]), -1.0)], lower=0.0)
     return pay
 
 
