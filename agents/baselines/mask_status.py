@@ -25,12 +25,13 @@ with the segment's placement, which an enumerated segment checks from its same-d
 * not ``L``: an anchor ``P`` needs ``Ta`` and an anchor ``F`` needs not ``Ta``; the end is ``J`` iff ``Te``, else
   ``P`` or ``F``; the last segment's end is never ``P``.
 
-In the first segment a ``P`` end joins ``s``'s subgraph only later, and the real schedule charges the joined
-subgraph once, to whichever of the two parts starts first: the model then counts both the end and ``s`` as
-started (a relaxation of one overhead in that segment, and only on paths that use it). A segment solved
-by MILP cannot check the statuses: its table allows every transition, with the end counted as started iff
-its status is ``P`` (a relaxation). The shortest path over ``(cut, state)`` then bounds the optimum from
-below, and is exact when every segment with a transition that matters is enumerated.
+The source's own segment: before it no cut is ``J``, and an anchor ``P`` there (a subgraph that reaches
+``s`` through this segment) counts ``s`` as started too. A ``P`` end there joins ``s``'s part only later, and
+the real schedule charges the joined subgraph once, at the first group of either part: an enumerated
+segment counts as started whichever part starts later (exact); a MILP segment counts both (a relaxation of
+one overhead). A segment solved by MILP cannot check the statuses: its table allows every transition (a
+relaxation). The shortest path over ``(cut, state)`` then bounds the optimum from below; the dropped edges'
+copies are the other relaxation (:mod:`agents.baselines.decomposition`).
 
 States of a cut: device ``d`` for ``d != v``; for ``v``: index ``v`` is ``F``, ``D`` is ``J`` and ``D + 1``
 is ``P`` (``S = D + 2`` states).
@@ -78,23 +79,45 @@ def components(placements: np.ndarray, src: np.ndarray, dst: np.ndarray, v: int)
     return labels
 
 
+def allowed_transition(
+    sa: int | None, se: int | None, linked: np.ndarray, t_anchor: np.ndarray, t_end: np.ndarray
+) -> np.ndarray:
+    """Which placements of a batch allow anchor status ``sa`` and end status ``se`` (``None``: that group is
+    not on ``v``), given their flags ``linked`` (``L``), ``t_anchor`` (``Ta``), ``t_end`` (``Te``), each
+    ``(B,)`` bool; see the module docstring. Shape ``(B,)``."""
+    ok = np.ones(len(linked), dtype=bool)
+    if sa == PENDING:  # the anchor's subgraph reaches s here, or hands the promise on to the end
+        ok &= linked | t_anchor
+    elif sa == FREE:
+        ok &= ~t_anchor
+    if se is None:
+        return ok
+    if sa is not None:  # linked: the end's status follows the anchor's
+        follows = {JOINED: np.full(len(linked), JOINED), FREE: np.full(len(linked), FREE)}.get(
+            sa, np.where(t_end, JOINED, PENDING)
+        )
+        ok &= ~linked | (follows == se)
+    unlinked = ~linked if sa is not None else np.ones(len(linked), dtype=bool)
+    own = (t_end & (se == JOINED)) | (~t_end & (se != JOINED))  # J iff s's subgraph is in the end's part
+    return ok & (~unlinked | own)
+
+
 class StatusTable:
     """A segment's shortest times per (anchor state, end state), shape ``(S, S)`` (see the module docstring).
 
-    Built either by enumeration (exact transitions) or over two :class:`~agents.baselines.exact.SegmentTable`
-    s of the same segment, ``plain`` (the end not counted as started) and ``started`` (it is), with every
-    transition allowed.
+    Built either by enumeration (exact transitions) or over :class:`~agents.baselines.exact.SegmentTable` s
+    of the segment's first three model variants, with every transition allowed.
 
     Args:
-        plain: The segment's model with the end group not counted as started.
-        started: Its model with the end group (and, in the first segment, ``s``) counted as started.
+        models: The segment's model variants: 0 none of the groups below counted as started, 1 the end
+            (and, in the source's segment, ``s``) counted as started; in the source's segment also 2 ``s``
+            alone and 3 the end alone (see :meth:`_variant`).
         allowed: Devices each model group may use, shape ``(g, D)``.
         v: The device of ``s``.
         heads: Model indices of the groups that join ``s``'s subgraph when on ``v``: the dropped edges'
-            targets, or ``s`` itself in the first segment.
+            targets, ``s`` itself in its own segment, none before it.
         last: Whether this is the last segment.
-        tables: ``(plain, started)`` segment tables, to build over instead of enumerating; ``None``:
-            enumerate.
+        tables: Segment tables of ``models[:3]`` to build over instead of enumerating; ``None``: enumerate.
     """
 
     def __init__(
@@ -228,7 +251,7 @@ class StatusTable:
     ) -> None:
         """Keep, per (anchor state, end state) its transition allows, the fastest placement of ``block``."""
         d_count, v = len(self.devices) - 2, self.v
-        ends = block[:, self.model.end]
+        ends = block[:, self.model.end]  # (B,)
         row_states = [0] if anchor is None else [s for s in range(d_count + 2) if self.devices[s] == anchor]
         for row in row_states:
             sa = self.status[row] if anchor == v else None
@@ -238,28 +261,7 @@ class StatusTable:
                 se = self.status[end] if b == v else None
                 if se == PENDING and self.last:
                     continue
-                if sa is not None:  # the anchor's status must match the placement
-                    if sa == PENDING:
-                        ok &= np.where(linked, True, t_anchor)
-                    elif sa == FREE:
-                        ok &= ~t_anchor
-                if se is not None:
-                    if sa is not None:
-                        through = {JOINED: JOINED, FREE: FREE}.get(sa)
-                        # linked: the end's status follows the anchor's
-                        if sa == PENDING:
-                            want_linked = np.where(t_end, JOINED, PENDING)
-                        else:
-                            want_linked = np.full(len(block), through)
-                        if sa == FREE:
-                            ok &= ~(linked & t_end)
-                        ok &= np.where(linked, want_linked == se, True)
-                    own = np.where(t_end, JOINED, -1)  # not linked: J iff a target (or s) is in its component
-                    ok &= np.where(
-                        linked if sa is not None else np.zeros(len(block), dtype=bool),
-                        True,
-                        (own == se) | ((own == -1) & (se != JOINED)),
-                    )
+                ok &= allowed_transition(sa, se, linked, t_anchor, t_end)
                 if not ok.any():
                     continue
                 value = np.where(ok, times[self._variant(row, end)], np.inf)

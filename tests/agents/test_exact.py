@@ -242,7 +242,7 @@ def test_prepaid_groups_pay_no_invoke_overhead() -> None:
 
 
 
-MASKED = [(seed, invoke) for seed in (0, 2, 19, 23, 25, 27) for invoke in (2e-6, 20e-6, 80e-6)]
+MASKED = [(seed, invoke) for seed in (0, 19, 25) for invoke in (2e-6, 80e-6)]
 
 
 @pytest.mark.parametrize(("seed", "invoke"), MASKED)
