@@ -174,7 +174,7 @@ def markdown(memory: list[dict[str, Any]], levels: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Headroom over memory fractions and coarsening levels.")
-    parser.add_argument("--models", nargs="+", default=["bert", "inception_v3", "resnet50"])
+    parser.add_argument("--models", nargs="*", default=["bert", "inception_v3", "resnet50"])
     parser.add_argument("--cpu", nargs="+", type=float, default=list(CPU_FRACTIONS))
     parser.add_argument("--gpu", nargs="+", type=float, default=list(GPU_FRACTIONS))
     parser.add_argument(
