@@ -347,7 +347,8 @@ def solve_decomposed(
                 own = own_mask[[i for i in range(len(model.groups)) if i != model.anchor]]
                 pair = None
                 if float(np.prod(own.sum(axis=1), dtype=np.float64)) > enumerate_limit:
-                    pair = tuple(table(m) for m in variants[:3])
+                    # variant 2 prices a pending anchor: none in a segment without one
+                    pair = tuple(table(m) if i < 2 or model.anchor >= 0 else None for i, m in enumerate(variants[:3]))
                 shared[key] = StatusTable(variants, own_mask, prepaid, heads, seg.last, pair)
             tables.append(shared[key])
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))

@@ -117,7 +117,8 @@ class StatusTable:
         heads: Model indices of the groups that join ``s``'s subgraph when on ``v``: the dropped edges'
             targets, ``s`` itself in its own segment, none before it.
         last: Whether this is the last segment.
-        tables: Segment tables of ``models[:3]`` to build over instead of enumerating; ``None``: enumerate.
+        tables: Segment tables of ``models[:3]`` to build over instead of enumerating (the third ``None`` in a
+            segment without an anchor); ``None``: enumerate.
     """
 
     def __init__(
@@ -138,7 +139,7 @@ class StatusTable:
         s_count = d_count + 2
         self.placements: dict[tuple[int, int], np.ndarray] = {}
         if tables is not None:
-            self.solver = "milp" if any(t.solver == "milp" for t in tables) else "enumeration"
+            self.solver = "milp" if any(t is not None and t.solver == "milp" for t in tables) else "enumeration"
             return
         self.solver = "enumeration"
         self._best = np.full((s_count, s_count), np.inf)
@@ -166,7 +167,8 @@ class StatusTable:
         table = np.empty((s_count, s_count))
         for row in range(s_count):
             for end in range(s_count):
-                table[row, end] = values[self._variant(row, end)][self.devices[row], self.devices[end]]
+                variant = values[self._variant(row, end)]  # None only where the variant is never used
+                table[row, end] = variant[self.devices[row], self.devices[end]] if variant is not None else np.inf
         if self.last:
             table[:, self.status == PENDING] = np.inf
         return table
