@@ -49,7 +49,9 @@ def relaxed_optimum(problem: PlacementProblem, segment_time_limit: float) -> dic
     cost = problem.cost_model()
     free = dataclasses.replace(cost, capacity=np.full(cost.num_devices, np.inf))
     start = time.perf_counter()
-    result = solve_decomposed(free, allowed_devices(problem), segment_time_limit=segment_time_limit, threads=1)
+    result = solve_decomposed(
+        free, allowed_devices(problem), segment_time_limit=segment_time_limit, threads=1
+    )
     return {
         "placement": result.placement,
         "latency": result.latency,
@@ -80,10 +82,13 @@ def sweep_setting(model: str, cpu: float, gpu: float, relaxed: dict[str, Any]) -
     platform = dataclasses.replace(base, devices=devices)
     problem = PlacementProblem.make(model, platform, "simulated", reward="neg_latency_ms")
     g_count = problem.coarse.num_groups
-    singles = [problem.evaluate(np.full(g_count, d, dtype=np.int64)).feasible for d in range(base.num_devices)]
+    singles = [
+        problem.evaluate(np.full(g_count, d, dtype=np.int64)).feasible for d in range(base.num_devices)
+    ]
     cost = problem.cost_model()
     schedulers = {
-        name: problem.evaluate(p) for name, p in list_scheduler_placements(cost, allowed_devices(problem)).items()
+        name: problem.evaluate(p)
+        for name, p in list_scheduler_placements(cost, allowed_devices(problem)).items()
     }
     feasible = {name: r.latency for name, r in schedulers.items() if r.feasible}
     baseline = min(feasible.values()) if feasible else float("nan")
@@ -97,8 +102,10 @@ def sweep_setting(model: str, cpu: float, gpu: float, relaxed: dict[str, Any]) -
         "cpu_fraction": cpu,
         "gpu_fraction": gpu,
         "every_single_device_infeasible": not any(singles),
-        "list_schedulers_ms": {name: (lat * 1e3 if np.isfinite(lat) else None) for name, lat in
-                               {n: r.latency if r.feasible else np.inf for n, r in schedulers.items()}.items()},
+        "list_schedulers_ms": {
+            name: (lat * 1e3 if np.isfinite(lat) else None)
+            for name, lat in {n: r.latency if r.feasible else np.inf for n, r in schedulers.items()}.items()
+        },
         "baseline_ms": baseline * 1e3,
         "relaxed_optimum_ms": relaxed["latency"] * 1e3,
         "relaxed_gap": relaxed["gap"],
@@ -116,7 +123,9 @@ def coarsening_rows(levels: list[str], segment_time_limit: float) -> list[dict[s
         kwargs: dict[str, Any] = {"coarsening": level}
         if level.startswith("k"):
             kwargs = {"coarsening": "k", "k": int(level[1:])}
-        problem = PlacementProblem.make("resnet50", "cpu-igpu", "simulated", reward="neg_latency_ms", **kwargs)
+        problem = PlacementProblem.make(
+            "resnet50", "cpu-igpu", "simulated", reward="neg_latency_ms", **kwargs
+        )
         g_count = problem.coarse.num_groups
         singles = [problem.evaluate(np.full(g_count, d, dtype=np.int64)).latency for d in range(2)]
         start = time.perf_counter()
@@ -162,8 +171,11 @@ def markdown(memory: list[dict[str, Any]], levels: list[dict[str, Any]]) -> str:
             f"{r['relaxed_optimum_ms']:.3f} | {'yes' if r['relaxed_optimum_fits'] else 'no'} | {head} |"
         )
     if levels:
-        lines += ["", "| model | platform | level | groups | best single device ms | optimum ms | gap | headroom |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| model | platform | level | groups | best single device ms | optimum ms | gap | headroom |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in levels:
             lines.append(
                 f"| {r['model']} | {r['platform']} | {r['level']} | {r['groups']} | "
@@ -188,8 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.models:
         problem = PlacementProblem.make(model, "model-parallel", "simulated", reward="neg_latency_ms")
         relaxed = relaxed_optimum(problem, args.segment_time_limit)
-        print(f"{model}: relaxed optimum {relaxed['latency'] * 1e3:.3f} ms, gap {relaxed['gap']:.2%}, "
-              f"{relaxed['seconds']:.0f} s", flush=True)
+        print(
+            f"{model}: relaxed optimum {relaxed['latency'] * 1e3:.3f} ms, gap {relaxed['gap']:.2%}, "
+            f"{relaxed['seconds']:.0f} s",
+            flush=True,
+        )
         for cpu in args.cpu:
             for gpu in args.gpu:
                 memory.append(sweep_setting(model, cpu, gpu, relaxed))
@@ -197,9 +212,11 @@ def main(argv: list[str] | None = None) -> None:
     levels = coarsening_rows(args.levels, args.segment_time_limit) if args.levels else []
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"load_1min_at_start": round(load, 2), "load_1min_at_end": round(os.getloadavg()[0], 2)}
-    (args.out / "sweep.json").write_text(json.dumps({"meta": meta, "memory": memory, "levels": levels},
-                                                    indent=1, default=float) + "\n")
+    (args.out / "sweep.json").write_text(
+        json.dumps({"meta": meta, "memory": memory, "levels": levels}, indent=1, default=float) + "\n"
+    )
     (args.out / "sweep.md").write_text(markdown(memory, levels) + "\n")
+
     # bert settings whose headroom reaches the target for sure, where every other model's list schedulers
     # also find a feasible split and no single device holds it
     def others_ok(cpu: float, gpu: float) -> bool:
@@ -212,12 +229,13 @@ def main(argv: list[str] | None = None) -> None:
     good = [
         (r["cpu_fraction"], r["gpu_fraction"])
         for r in memory
-        if r["model"] == "bert" and r["every_single_device_infeasible"] and r["headroom_low"] >= TARGET
+        if r["model"] == "bert"
+        and r["every_single_device_infeasible"]
+        and r["headroom_low"] >= TARGET
         and others_ok(r["cpu_fraction"], r["gpu_fraction"])
     ]
     print(markdown(memory, levels))
-    print(f"bert settings with headroom >= {TARGET} (CNNs' list schedulers feasible there too): "
-          f"{good}")
+    print(f"bert settings with headroom >= {TARGET} (CNNs' list schedulers feasible there too): {good}")
 
 
 if __name__ == "__main__":

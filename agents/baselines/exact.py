@@ -19,8 +19,10 @@ When edges were dropped and the platform has a device with an invoke overhead, t
 over cases: the dropped edges' sources all on devices without one (the segments' models keep every
 overhead: a dropped edge then never joins two subgraphs that pay one); with one source, that source on each
 device ``v`` with one (the models keep the overheads and count the subgraphs the source's edges join as
-started on ``v``: :func:`~agents.baselines.decomposition.segment_model`); with several, any devices (the
-models charge no invoke overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+started on ``v``: :func:`~agents.baselines.decomposition.segment_model`; the shortest path then runs over
+``(cut, device, status)``, the status saying whether the cut group's subgraph joins the source's:
+:mod:`agents.baselines.mask_status`); with several, any devices (the models charge no invoke overhead at
+all). Segments whose models are identical (BERT's layers) share one table. Cuts with jumping edges are used only inside segments of the clean cuts that exceed
 ``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
 placement.
 
@@ -242,6 +244,15 @@ def _model_key(model: SegmentModel, allowed: np.ndarray) -> bytes:
     return digest.digest()
 
 
+def _table(shared: dict, model: SegmentModel, mask: np.ndarray, limits: tuple) -> SegmentTable:
+    """The table of ``model`` (groups allowed by ``mask``, shape ``(G, D)``), built once per distinct
+    model in ``shared``; ``limits``: enumerate limit, segment time limit, threads."""
+    key = _model_key(model, mask[model.groups])
+    if key not in shared:
+        shared[key] = SegmentTable(model, mask[model.groups], *limits)
+    return shared[key]
+
+
 def _shortest_path(tables: list[np.ndarray]) -> tuple[float, list[tuple[int, int]]]:
     """Shortest path over ``(cut, device)`` through the segments' times ``tables`` (each ``(D, D)``, anchor
     device by end device; the first segment's row 0): its length and the pair of each segment on it."""
@@ -314,18 +325,12 @@ def solve_decomposed(
         if not mask.any(axis=1).all():
             continue
         tables, models, shared = [], [], {}
-
-        def table(model: SegmentModel) -> SegmentTable:
-            key = _model_key(model, mask[model.groups])
-            if key not in shared:
-                shared[key] = SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
-            return shared[key]
-
+        limits = (enumerate_limit, segment_time_limit, threads)
         for seg in parts:
             model = segment_model(cost, sched, seg, free_invoke, penalty, prepaid)
             models.append(model)
             if prepaid is None:
-                tables.append(table(model))
+                tables.append(_table(shared, model, mask, limits))
                 continue
             # the source on an invoke device: a status per cut (agents.baselines.mask_status)
             source = sources[0]
@@ -338,7 +343,10 @@ def solve_decomposed(
                 ),
             )
             if home:  # the source's segment: also each part alone counted as started
-                variants += tuple(segment_model(cost, sched, seg, free_invoke, penalty, prepaid, (g,)) for g in (source, seg.end))
+                variants += tuple(
+                    segment_model(cost, sched, seg, free_invoke, penalty, prepaid, (g,))
+                    for g in (source, seg.end)
+                )
             local = {int(g): i for i, g in enumerate(model.groups)}
             heads = [local[source]] if home else [] if before else sorted({local[t] for _, t in seg.dropped})
             own_mask = mask[model.groups]
@@ -348,7 +356,10 @@ def solve_decomposed(
                 pair = None
                 if float(np.prod(own.sum(axis=1), dtype=np.float64)) > enumerate_limit:
                     # variant 2 prices a pending anchor: none in a segment without one
-                    pair = tuple(table(m) if i < 2 or model.anchor >= 0 else None for i, m in enumerate(variants[:3]))
+                    pair = tuple(
+                        _table(shared, m, mask, limits) if i < 2 or model.anchor >= 0 else None
+                        for i, m in enumerate(variants[:3])
+                    )
                 shared[key] = StatusTable(variants, own_mask, prepaid, heads, seg.last, pair)
             tables.append(shared[key])
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))

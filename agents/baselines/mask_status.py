@@ -139,7 +139,9 @@ class StatusTable:
         s_count = d_count + 2
         self.placements: dict[tuple[int, int], np.ndarray] = {}
         if tables is not None:
-            self.solver = "milp" if any(t is not None and t.solver == "milp" for t in tables) else "enumeration"
+            self.solver = (
+                "milp" if any(t is not None and t.solver == "milp" for t in tables) else "enumeration"
+            )
             return
         self.solver = "enumeration"
         self._best = np.full((s_count, s_count), np.inf)
@@ -154,7 +156,9 @@ class StatusTable:
         the source's segment, else 0; an enumerated source's segment prices a pending end after a
         non-pending anchor with 4: the source's or the end's part counted as started, whichever starts
         later (the joined subgraph pays once, at its first group)."""
-        pending_anchor = self.status[row] == PENDING and self.devices[row] == self.v and self.model.anchor >= 0
+        pending_anchor = (
+            self.status[row] == PENDING and self.devices[row] == self.v and self.model.anchor >= 0
+        )
         if self.status[end] == PENDING and self.devices[end] == self.v:
             return 4 if self.has_source and self.tables is None and not pending_anchor else 1
         if self.status[row] == PENDING and self.devices[row] == self.v and self.model.anchor >= 0:
@@ -168,7 +172,9 @@ class StatusTable:
         for row in range(s_count):
             for end in range(s_count):
                 variant = values[self._variant(row, end)]  # None only where the variant is never used
-                table[row, end] = variant[self.devices[row], self.devices[end]] if variant is not None else np.inf
+                table[row, end] = (
+                    variant[self.devices[row], self.devices[end]] if variant is not None else np.inf
+                )
         if self.last:
             table[:, self.status == PENDING] = np.inf
         return table

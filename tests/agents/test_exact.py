@@ -241,7 +241,6 @@ def test_prepaid_groups_pay_no_invoke_overhead() -> None:
         Schedule.build(cost, prepaid=np.zeros(2))
 
 
-
 MASKED = [(seed, invoke) for seed in (0, 19, 25) for invoke in (2e-6, 80e-6)]
 
 
@@ -271,7 +270,9 @@ def test_mask_statuses_are_exact_where_joins_are_forced(seed: int, joins_reach_m
     does: status F). The bound equals the brute-force optimum in both; counting every cut group as started
     undercuts the second, counting none overshoots the first."""
     cost = block_cost(seed, 3, 3, 20e-6, broadcast=True, into="branches")
-    joins = {t for t in range(cost.num_groups) if len(set(cost.edge_src[cost.edge_dst == t].tolist()) - {1}) > 1}
+    joins = {
+        t for t in range(cost.num_groups) if len(set(cost.edge_src[cost.edge_dst == t].tolist()) - {1}) > 1
+    }
     heads = {int(t) for s, t in zip(cost.edge_src, cost.edge_dst) if s in joins}
     allowed = np.zeros((cost.num_groups, 3), dtype=bool)
     allowed[:, :2] = True
