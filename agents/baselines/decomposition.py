@@ -24,10 +24,12 @@ would join their subgraphs, and through later groups even subgraphs of earlier s
 model could charge an overhead the real schedule does not: that is not a relaxation. With one source
 pinned to such a device ``v`` (``prepaid=v``), the model keeps the overheads and marks as already started
 on ``v`` (:attr:`~placement_gym.simulation.schedule.Schedule.prepaid`) the subgraphs of the dropped edges'
-targets (joined to the source's, which started before the segment: exact), of the anchor (started before
-the cut: exact, and no offset), and of the segment's last group (it may join the source's through later
-groups: a relaxation of at most one overhead). With several sources, the exact solver models every segment
-with the invoke overheads of the ``free_invoke`` devices set to 0.
+targets (joined to the source's, which started before the segment: exact) and of the anchor (started
+before the cut: exact, and no offset). The segment's last group may join the source's subgraph through later
+segments: the exact solver carries that as a status per cut (:mod:`agents.baselines.mask_status`) and
+builds each segment's model with and without that group counted as started (``started``). With several
+sources, the exact solver models every segment with the invoke overheads of the ``free_invoke`` devices
+set to 0.
 
 A segment's model may also carry a **penalty** per (own group, device), seconds added to its time: a cost
 that is a sum over groups stays a sum over segments, so the shortest path still minimises latency plus
@@ -193,6 +195,7 @@ def segment_model(
     free_invoke: np.ndarray,
     penalty: np.ndarray | None = None,
     prepaid: int | None = None,
+    started: tuple[int, ...] = (),
 ) -> SegmentModel:
     """The cost model of ``seg`` (see :class:`SegmentModel`).
 
@@ -204,6 +207,8 @@ def segment_model(
             docstring).
         penalty: Seconds added per (group, device) of the whole graph, shape ``(G, D)``; ``None``: none.
         prepaid: The device of the dropped edges' one source (see the module docstring), or ``None``.
+        started: More of the segment's groups to count as started on ``prepaid`` (the end group whose
+            subgraph joins the source's later: :mod:`agents.baselines.mask_status`).
     """
     members = list(seg.groups) + ([seg.anchor] if seg.anchor >= 0 else [])
     groups = np.array(sorted(members), dtype=np.int64)
@@ -246,13 +251,11 @@ def segment_model(
         own_penalty[:] = penalty[groups]
         if anchor >= 0:
             own_penalty[anchor] = 0.0
-    started = np.full(len(groups), -1, dtype=np.int64)
+    first = np.full(len(groups), -1, dtype=np.int64)
     if prepaid is not None:
-        heads = {t for _, t in seg.dropped} | ({seg.anchor} if seg.anchor >= 0 else set())
-        if not seg.last:
-            heads.add(seg.end)
-        started[[local[g] for g in heads]] = prepaid
-    schedule = Schedule.build(sub, order, started)
+        heads = {t for _, t in seg.dropped} | ({seg.anchor} if seg.anchor >= 0 else set()) | set(started)
+        first[[local[g] for g in heads]] = prepaid
+    schedule = Schedule.build(sub, order, first)
     return SegmentModel(sub, schedule, groups, anchor, local[seg.end], own_penalty)
 
 

@@ -19,8 +19,10 @@ When edges were dropped and the platform has a device with an invoke overhead, t
 over cases: the dropped edges' sources all on devices without one (the segments' models keep every
 overhead: a dropped edge then never joins two subgraphs that pay one); with one source, that source on each
 device ``v`` with one (the models keep the overheads and count the subgraphs the source's edges join as
-started on ``v``: :func:`~agents.baselines.decomposition.segment_model`); with several, any devices (the
-models charge no invoke overhead at all). Cuts with jumping edges are used only inside segments of the clean cuts that exceed
+started on ``v``: :func:`~agents.baselines.decomposition.segment_model`; the shortest path then runs over
+``(cut, device, status)``, the status saying whether the cut group's subgraph joins the source's:
+:mod:`agents.baselines.mask_status`); with several, any devices (the models charge no invoke overhead at
+all). Segments whose models are identical (BERT's layers) share one table. Cuts with jumping edges are used only inside segments of the clean cuts that exceed
 ``max_segment``, which keeps the sources few (BERT: the attention mask alone). The second case stops as soon as its bound reaches the first case's
 placement.
 
@@ -36,8 +38,9 @@ penalty on the weights that the decomposition minimises, and closes the rest wit
 
 from __future__ import annotations
 
+import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import gymnasium as gym
@@ -53,6 +56,7 @@ from agents.baselines.decomposition import (
     segments,
 )
 from agents.baselines.heft import heft_placement
+from agents.baselines.mask_status import StatusTable
 from agents.baselines.milp import TIME_SCALE, build_milp
 from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
@@ -180,6 +184,10 @@ class SegmentTable:
             value = float(model.schedule.run(placement)[0]) - offset + float(model.penalties(placement))
             self._record(placement, value)
 
+    def placement(self, row: int, end: int) -> np.ndarray:
+        """The model placement of the best time of pair ``(row, end)``."""
+        return self.placements[(row, end)]
+
     def refine(self, row: int, end: int) -> bool:
         """Learn more about pair ``(row, end)``; False if nothing more can be learnt (solved, or its own
         MILP stopped at the time limit)."""
@@ -222,6 +230,27 @@ class Decomposition:
     @property
     def gap(self) -> float:
         return max(0.0, (self.objective - self.lower_bound) / self.objective)
+
+
+def _model_key(model: SegmentModel, allowed: np.ndarray) -> bytes:
+    """A digest of everything a :class:`SegmentTable` depends on: segments with equal keys (BERT's twelve
+    identical layers) share one table."""
+    digest = hashlib.sha256()
+    parts = [getattr(model.cost, f.name) for f in fields(model.cost) if f.name != "meta"]
+    parts += [model.schedule.order, model.schedule.prepaid, model.penalty, allowed, model.anchor, model.end]
+    for part in parts:
+        digest.update(repr(part).encode() if not isinstance(part, np.ndarray) else part.tobytes())
+        digest.update(repr(np.shape(part)).encode())
+    return digest.digest()
+
+
+def _table(shared: dict, model: SegmentModel, mask: np.ndarray, limits: tuple) -> SegmentTable:
+    """The table of ``model`` (groups allowed by ``mask``, shape ``(G, D)``), built once per distinct
+    model in ``shared``; ``limits``: enumerate limit, segment time limit, threads."""
+    key = _model_key(model, mask[model.groups])
+    if key not in shared:
+        shared[key] = SegmentTable(model, mask[model.groups], *limits)
+    return shared[key]
 
 
 def _shortest_path(tables: list[np.ndarray]) -> tuple[float, list[tuple[int, int]]]:
@@ -295,12 +324,44 @@ def solve_decomposed(
             mask[sources] &= source_devices
         if not mask.any(axis=1).all():
             continue
-        tables = []
+        tables, models, shared = [], [], {}
+        limits = (enumerate_limit, segment_time_limit, threads)
         for seg in parts:
             model = segment_model(cost, sched, seg, free_invoke, penalty, prepaid)
-            tables.append(
-                SegmentTable(model, mask[model.groups], enumerate_limit, segment_time_limit, threads)
+            models.append(model)
+            if prepaid is None:
+                tables.append(_table(shared, model, mask, limits))
+                continue
+            # the source on an invoke device: a status per cut (agents.baselines.mask_status)
+            source = sources[0]
+            home = source in seg.groups
+            before = any(source in later.groups for later in parts[parts.index(seg) + 1 :])
+            variants = (
+                model,
+                segment_model(
+                    cost, sched, seg, free_invoke, penalty, prepaid, (seg.end, source) if home else (seg.end,)
+                ),
             )
+            if home:  # the source's segment: also each part alone counted as started
+                variants += tuple(
+                    segment_model(cost, sched, seg, free_invoke, penalty, prepaid, (g,))
+                    for g in (source, seg.end)
+                )
+            local = {int(g): i for i, g in enumerate(model.groups)}
+            heads = [local[source]] if home else [] if before else sorted({local[t] for _, t in seg.dropped})
+            own_mask = mask[model.groups]
+            key = (*(_model_key(m, own_mask) for m in variants), tuple(heads), seg.last)
+            if key not in shared:
+                own = own_mask[[i for i in range(len(model.groups)) if i != model.anchor]]
+                pair = None
+                if float(np.prod(own.sum(axis=1), dtype=np.float64)) > enumerate_limit:
+                    # variant 2 prices a pending anchor: none in a segment without one
+                    pair = tuple(
+                        _table(shared, m, mask, limits) if i < 2 or model.anchor >= 0 else None
+                        for i, m in enumerate(variants[:3])
+                    )
+                shared[key] = StatusTable(variants, own_mask, prepaid, heads, seg.last, pair)
+            tables.append(shared[key])
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
         while True:  # refine the pairs on the shortest path over the bounds until they are all solved
             bound, pairs = _shortest_path([t.bound for t in tables])
@@ -313,8 +374,8 @@ def solve_decomposed(
             continue
         _, pairs = _shortest_path([t.best for t in tables])
         placement = np.full(cost.num_groups, -1, dtype=np.int64)
-        for table, pair in zip(tables, pairs):
-            sub, model = table.placements[pair], table.model
+        for solved, model, pair in zip(tables, models, pairs):
+            sub = solved.placement(*pair)
             own = [i for i in range(len(model.groups)) if i != model.anchor]
             placement[model.groups[own]] = sub[own]
         value, latency = objective(placement)

@@ -26,7 +26,9 @@ modelled (times in microseconds, memory in KiB, so that HiGHS's tolerances stay 
   (MTZ potentials ``u``), every pointer chain ends at a paying group, and a label ``r`` copied along
   pointers (the position of that payer) must be smaller than the non-payer's own position. The first
   group of a component has nothing earlier to reach, so it pays; every other group can point along a
-  spanning tree to it, so it need not.
+  spanning tree to it, so it need not. A cut tightens the relaxation: a group on such a device has a payer
+  there at or before its position (``sum pay >= x``; valid for binary ``x``, it let HiGHS prove BERT's
+  first segment on ``multi-accel`` in 91 s at load 9-10; without it HiGHS had not after 5 minutes).
 * **Memory**: for each device whose capacity the model could exceed at all, one row per schedule position
   with the simulator's exact liveness (weights, activations from their producer's position to their last
   consumer's, graph inputs up to their consumer, received copies from after the producer to the
@@ -338,6 +340,14 @@ def _invoke_overhead(
             lp.row([(r[g], 1.0), (r[h], -1.0), (z, big)], upper=big)
             lp.row([(r[h], 1.0), (r[g], -1.0), (z, big)], upper=big)
         lp.row(pointers + [(c, -v) for c, v in nonpay], lower=0.0)
+    # a cut (valid for binary x, it tightens the relaxation): the first group of every component pays, so
+    # a group on a costly device has a payer there at or before its position
+    for d in costly:
+        payers: list[tuple[int, float]] = []
+        for g in sched.order.tolist():
+            if d in pay[g]:
+                payers.append((pay[g][d], 1.0))
+                lp.row(payers + [(int(x[g, d]), -1.0)], lower=0.0)
     return pay
 
 

@@ -21,14 +21,15 @@ from tests.agents.test_baselines import brute_force, random_problem
 
 
 def block_cost(
-    seed: int, blocks: int, devices: int, invoke: float = 0.0, broadcast: bool = False
+    seed: int, blocks: int, devices: int, invoke: float = 0.0, broadcast: bool = False, into: str = "joins"
 ) -> CostModel:
     """A random cost model shaped like a CNN or a transformer: a chain of blocks, each a fork into 1-3
     parallel branches of 1-2 groups and a join, so that the joins are cuts.
 
     Device 0 is the host (graph input into group 0, result out of the last group); the last device pays
     ``invoke``. ``broadcast`` adds an edge from group 1 to every join (BERT's attention mask), which jumps
-    over the cuts.
+    over the cuts; ``into="branches"`` sends it to the first group of every later branch instead, so that a
+    join's subgraph on the last device can reach the broadcast's through the next block.
     """
     rng = np.random.default_rng(seed)
     edges, g = [], 1  # group 0: the first fork
@@ -44,8 +45,10 @@ def block_cost(
         edges += [(e, g) for e in ends]
         join, g = g, g + 1
         joins.append(join)
-    if broadcast:
+    if broadcast and into == "joins":
         edges += [(1, j) for j in joins if j > 2]
+    elif broadcast:
+        edges += [(1, t) for s, t in list(edges) if s in joins and t > 2]
     edges = sorted(set(edges))
     latency = rng.uniform(2e-6, 10e-6, (devices, devices))
     np.fill_diagonal(latency, 0.0)
@@ -236,3 +239,48 @@ def test_prepaid_groups_pay_no_invoke_overhead() -> None:
     assert plain - prepaid == pytest.approx(50e-6, rel=1e-9) and other == plain
     with pytest.raises(PlacementGymError, match="prepaid must have shape"):
         Schedule.build(cost, prepaid=np.zeros(2))
+
+
+MASKED = [(seed, invoke) for seed in (0, 19, 25) for invoke in (2e-6, 80e-6)]
+
+
+@pytest.mark.parametrize(("seed", "invoke"), MASKED)
+@pytest.mark.parametrize("into", ["joins", "branches"])
+@pytest.mark.parametrize("enumerate_limit", [4096, 1])
+def test_mask_statuses_bound_the_optimum(seed: int, invoke: float, into: str, enumerate_limit: int) -> None:
+    """A mask-like group feeding every layer, an invoke overhead on one device: the bound never exceeds the
+    brute-force optimum (enumerated segments carry the cuts' statuses exactly, MILP segments relax them),
+    and a zero gap means the placement is the optimum."""
+    cost = block_cost(seed, 3, 3, invoke, broadcast=True, into=into)
+    optimum = float(enumerate_all(cost).min())
+    allowed = np.ones((cost.num_groups, 3), dtype=bool)
+    result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=enumerate_limit)
+    assert result.dropped > 0
+    assert result.lower_bound <= optimum * (1 + 1e-9)
+    assert result.latency >= optimum * (1 - 1e-12)
+    if result.gap <= 1e-9:
+        assert result.latency == pytest.approx(optimum, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 27])
+@pytest.mark.parametrize("joins_reach_mask", [True, False])
+def test_mask_statuses_are_exact_where_joins_are_forced(seed: int, joins_reach_mask: bool) -> None:
+    """The mask and every join on the invoke device, the branches off it, and the first group after each
+    join on it (the join's subgraph reaches the mask's through the next block: status P) or off it (it never
+    does: status F). The bound equals the brute-force optimum in both; counting every cut group as started
+    undercuts the second, counting none overshoots the first."""
+    cost = block_cost(seed, 3, 3, 20e-6, broadcast=True, into="branches")
+    joins = {
+        t for t in range(cost.num_groups) if len(set(cost.edge_src[cost.edge_dst == t].tolist()) - {1}) > 1
+    }
+    heads = {int(t) for s, t in zip(cost.edge_src, cost.edge_dst) if s in joins}
+    allowed = np.zeros((cost.num_groups, 3), dtype=bool)
+    allowed[:, :2] = True
+    for g in {1} | joins | (heads if joins_reach_mask else set()):
+        allowed[g] = [False, False, True]
+    choices = [np.flatnonzero(row) for row in allowed]
+    grid = np.array(list(itertools.product(*choices)), dtype=np.int64)
+    optimum = float(Schedule.build(cost).run_batch(grid)[0].min())
+    result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=4096)
+    assert result.lower_bound == pytest.approx(optimum, rel=1e-9)
+    assert result.latency == pytest.approx(optimum, rel=1e-9)
