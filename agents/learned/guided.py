@@ -32,7 +32,8 @@ once; and at inference many moves are evaluated per step, not one sampled.
 
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
-alone), see ``experiments/learned_vs_search.py``.
+alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
+method with one scorer for every platform.
 """
 
 from __future__ import annotations
