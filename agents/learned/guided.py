@@ -14,6 +14,10 @@ What is learned and what is search:
   a queue-free latency estimate of the whole placement). It is trained
   offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
   randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
+  A second scorer, fitted on those moves plus the moves of a run that also trains on the memory-bound
+  ``model-parallel`` platform, ships in ``agents/learned/pretrained-memory``; by default the method takes
+  it when memory binds (:func:`memory_binds`: no device can hold all the weights) and the first one
+  otherwise (a hard gate on one platform descriptor: each scorer alone trades one platform for the other).
   Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
   pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
@@ -28,7 +32,8 @@ once; and at inference many moves are evaluated per step, not one sampled.
 
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
-alone), see ``experiments/learned_vs_search.py``.
+alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
+method with one scorer for every platform.
 """
 
 from __future__ import annotations
@@ -40,12 +45,19 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.learned.scorer import PRETRAINED, FineTuningScorer, MoveScorer
+from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, FineTuningScorer, MoveScorer
 from agents.learned.search import CostRanker, EstimateRanker, MoveRanker, RandomRanker, guided_search
 from placement_gym.errors import UnknownNameError
+from placement_gym.simulation.cost_model import CostModel
 
 DEFAULT_BUDGET = 500
 RANKERS = ("learned", "cost", "estimate", "random")
+
+
+def memory_binds(cost: CostModel) -> bool:
+    """Whether no device of the platform can hold the weights of every group (so memory shapes the
+    placement)."""
+    return bool(cost.param_bytes.sum() > cost.capacity.max())
 
 
 class GuidedImprovement(PlacementMethod):
@@ -55,7 +67,8 @@ class GuidedImprovement(PlacementMethod):
         budget: Evaluations when :meth:`place` gets ``budget=None``.
         ranker: ``"learned"`` (the scorer in ``weights``), or the ablations ``"cost"``, ``"estimate"`` and
             ``"random"``.
-        weights: Folder of a saved :class:`~agents.learned.scorer.MoveScorer` (default: the shipped one).
+        weights: Folder of a saved :class:`~agents.learned.scorer.MoveScorer`, used on every problem
+            (default: the shipped ones, ``pretrained-memory`` where :func:`memory_binds`, else ``pretrained``).
         batch_size: Moves evaluated per call.
         kick: Random moves applied to the best placement when a neighbourhood is exhausted.
         fine_tune: If > 0, refit the scorer once on the first ``fine_tune`` moves evaluated on this
@@ -83,14 +96,20 @@ class GuidedImprovement(PlacementMethod):
             )
         self.budget, self.ranker, self.batch_size, self.kick = budget, ranker, int(batch_size), int(kick)
         self.fine_tune = int(fine_tune)
-        self.weights = Path(weights) if weights is not None else PRETRAINED
-        self._scorer = MoveScorer.load(self.weights) if ranker == "learned" else None
+        self.weights = Path(weights) if weights is not None else None
+        self._scorers: dict[bool, MoveScorer] = {}
+        if ranker == "learned":
+            paths = (
+                {False: self.weights, True: self.weights}
+                if self.weights
+                else {False: PRETRAINED, True: PRETRAINED_MEMORY}
+            )
+            self._scorers = {binds: MoveScorer.load(path) for binds, path in paths.items()}
 
-    def _ranker(self, rng: np.random.Generator) -> MoveRanker:
+    def _ranker(self, rng: np.random.Generator, cost: CostModel) -> MoveRanker:
         if self.ranker == "learned":
-            if self.fine_tune:
-                return FineTuningScorer(self._scorer, self.fine_tune)  # type: ignore[arg-type]
-            return self._scorer  # type: ignore[return-value]
+            scorer = self._scorers[memory_binds(cost)]
+            return FineTuningScorer(scorer, self.fine_tune) if self.fine_tune else scorer
         if self.ranker == "estimate":
             return EstimateRanker()
         return CostRanker() if self.ranker == "cost" else RandomRanker(rng)
@@ -99,4 +118,6 @@ class GuidedImprovement(PlacementMethod):
         if tracker.budget is None:
             tracker.budget = self.budget
         rng = np.random.default_rng(seed)
-        return guided_search(tracker, self._ranker(rng), rng, self.batch_size, self.kick)
+        return guided_search(
+            tracker, self._ranker(rng, tracker.problem.cost_model()), rng, self.batch_size, self.kick
+        )

@@ -22,6 +22,8 @@ from placement_gym.errors import PlacementGymError, UnknownNameError
 CLIP = 0.1
 #: The pretrained scorer shipped with the repository (``python -m experiments.train_guided`` remakes it).
 PRETRAINED = Path(__file__).with_name("pretrained")
+#: The pretrained scorer for platforms where memory binds (also trained on ``model-parallel``).
+PRETRAINED_MEMORY = Path(__file__).with_name("pretrained-memory")
 
 
 class MoveScorer:

@@ -189,3 +189,19 @@ def test_fine_tuning_refits_within_the_budget(fused):
     assert result.evaluations == 80
     with pytest.raises(ValueError, match="fine_tune"):
         make_method("guided_improvement", ranker="cost", fine_tune=10)
+
+
+def test_the_memory_scorer_is_taken_where_memory_binds():
+    from agents.learned.guided import memory_binds
+    from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY
+
+    bound = PlacementProblem.make("inception_v3", "model-parallel", "simulated").cost_model()
+    free = PlacementProblem.make("inception_v3", "multi-accel", "simulated").cost_model()
+    assert memory_binds(bound) and not memory_binds(free)
+    method = make_method("guided_improvement")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, len(MOVE_FEATURES)))
+    for cost, path in ((bound, PRETRAINED_MEMORY), (free, PRETRAINED)):
+        assert np.array_equal(method._ranker(rng, cost).predict(x), MoveScorer.load(path).predict(x))
+    one = make_method("guided_improvement", weights=PRETRAINED)
+    assert np.array_equal(one._ranker(rng, bound).predict(x), MoveScorer.load(PRETRAINED).predict(x))
