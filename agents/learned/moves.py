@@ -63,6 +63,7 @@ MOVE_FEATURES = (
 @numba.njit(cache=True)
 def _estimate(
     placements: np.ndarray,  # (B, G) int64
+    base: np.ndarray,  # (G,) int64: a placement the rows share a prefix with (any placement is correct)
     pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
     pred_src: np.ndarray,  # (E,) int64
     pred_bytes: np.ndarray,  # (E,) float64
@@ -74,23 +75,40 @@ def _estimate(
     input_bytes: np.ndarray,  # (G,) float64
     result_bytes: np.ndarray,  # (G,) float64
 ) -> np.ndarray:
-    """See :meth:`MoveFeaturizer.estimate`; groups in index order are topological."""
+    """See :meth:`MoveFeaturizer.estimate`; groups in index order are topological.
+
+    The state before a row's first group that differs from ``base`` (finish times, device loads and the
+    longest end so far, accumulated in the same order) is taken from one pass over ``base``, so a move
+    is charged for the groups from its first moved one on; the result is the same to the bit.
+    """
     b_count, g_count = placements.shape
+    d_count = compute.shape[1]
     out = np.zeros(b_count)
     finish = np.zeros(g_count)
-    load = np.zeros(compute.shape[1])
-    for b in range(b_count):
-        load[:] = 0.0
-        path = 0.0
-        for g in range(g_count):
-            d = placements[b, g]
+    load = np.zeros(d_count)
+    base_finish = np.zeros(g_count)
+    load_before = np.zeros((g_count + 1, d_count))  # device loads accumulated over groups < g
+    path_before = np.zeros(g_count + 1)  # the longest end over groups < g
+    for b in range(-1, b_count):
+        if b < 0:  # the pass over base
+            row, first = base, 0
+        else:
+            row = placements[b]
+            first = 0
+            while first < g_count and row[first] == base[first]:
+                first += 1
+            finish[:first] = base_finish[:first]
+        load[:] = load_before[first]
+        path = path_before[first]
+        for g in range(first, g_count):
+            d = row[g]
             ready = 0.0
             if input_bytes[g] > 0 and d != host:
                 ready = latency[host, d] + input_bytes[g] * inv_bw[host, d]
             same = False
             for j in range(pred_ptr[g], pred_ptr[g + 1]):
                 s = pred_src[j]
-                ds = placements[b, s]
+                ds = row[s]
                 if ds == d:
                     same = True
                     arrive = finish[s]
@@ -106,7 +124,12 @@ def _estimate(
                 end += latency[d, host] + result_bytes[g] * inv_bw[d, host]
             if end > path:
                 path = end
-        out[b] = max(path, load.max())
+            if b < 0:
+                base_finish[g] = finish[g]
+                load_before[g + 1] = load
+                path_before[g + 1] = path
+        if b >= 0:
+            out[b] = max(path, load.max())
     return out
 
 
@@ -285,7 +308,7 @@ class MoveFeaturizer:
         total = top + bottom
         return (total / max(float(total.max()), 1e-30)) ** 4
 
-    def estimate(self, placements: np.ndarray) -> np.ndarray:
+    def estimate(self, placements: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
         """A queue-free latency estimate of each placement, shape ``(B,)`` from ``(B, G)``.
 
         The larger of the longest path (compute, transfers, graph input and result copies, and a device's
@@ -294,10 +317,19 @@ class MoveFeaturizer:
         link one transfer at a time, which is what a move's features can afford for thousands of moves at
         once; without invoke overheads it is a lower bound of the simulated latency (with them it may
         charge a subgraph more than once, where two same-device chains join).
+
+        ``base`` (shape ``(G,)``, default the first row) only makes it faster: each row is computed from its
+        first group that differs from ``base`` on, the state before it taken from ``base``.
         """
         cost = self.cost
+        placements = np.ascontiguousarray(placements, dtype=np.int64)
+        if len(placements) == 0:
+            return np.zeros(0)
+        base = placements[0] if base is None else np.ascontiguousarray(base, dtype=np.int64)
+        if base.shape != placements.shape[1:]:
+            raise ValueError(f"base has shape {base.shape}, the placements {placements.shape[1:]}")
         return _estimate(
-            np.ascontiguousarray(placements, dtype=np.int64), self.pred_ptr, self.pred_src, self.pred_bytes,
+            placements, base, self.pred_ptr, self.pred_src, self.pred_bytes,
             self.compute, self.link_latency, self.inv_bw, np.asarray(cost.invoke_overhead, dtype=np.float64),
             int(cost.host), np.asarray(cost.input_bytes, dtype=np.float64),
             np.asarray(cost.result_bytes, dtype=np.float64),
@@ -383,7 +415,7 @@ class MoveFeaturizer:
                 n_on_target / np.maximum(n_outside, 1),
                 speed,
                 (
-                    self.estimate(np.where(members, target[:, None], placement[None, :]))
+                    self.estimate(np.where(members, target[:, None], placement[None, :]), base=placement)
                     - self.estimate(placement[None, :])[0]
                 )
                 * scale,

@@ -107,6 +107,21 @@ def test_estimate_is_a_lower_bound_without_invoke_and_exact_on_the_host(seed):
     assert np.allclose(with_invoke[~on_d2], estimate[~on_d2]) and (with_invoke[on_d2] >= 1e-3).all()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_estimate_from_a_base_equals_the_full_pass(seed):
+    """``base`` only skips the groups before a row's first difference: the result is the same to the bit,
+    whatever the base (one row's, another placement's) and whichever group differs first."""
+    cost = fork_join(invoke=1e-3, seed=seed)
+    grid = np.array(list(itertools.product(range(3), repeat=5)), dtype=np.int64)
+    featurizer = MoveFeaturizer(cost)
+    full = np.array([featurizer.estimate(row[None, :])[0] for row in grid])
+    for base in (grid[0], grid[-1], grid[len(grid) // 2]):
+        assert np.array_equal(featurizer.estimate(grid, base=base), full)
+    with pytest.raises(ValueError, match="base has shape"):
+        featurizer.estimate(grid, base=grid[0][:3])
+    assert featurizer.estimate(grid[:0]).shape == (0,)
+
+
 def test_twin_classes_group_identical_layers(fused):
     classes = twin_classes(fused.cost_model())
     cost = fused.cost_model()
