@@ -208,15 +208,19 @@ def propose(
     and changes the placement; duplicates of one resulting set are kept (the search skips repeats).
     ``branches`` are the sets of :func:`branch_sets` (none if ``None``)."""
     g_count, d_count = allowed.shape
-    rows: list[np.ndarray] = []
-    targets: list[int] = []
-    kinds: list[int] = []
-    eye = np.eye(g_count, dtype=bool)
-    for g, d in zip(*np.nonzero(allowed)):
-        if d != placement[g]:
-            rows.append(eye[g])
-            targets.append(int(d))
-            kinds.append(0)
+    rows: list[np.ndarray] = []  # blocks of member rows, (k, G) each, in the order the moves are listed
+    targets: list[np.ndarray] = []
+    kinds: list[np.ndarray] = []
+
+    def add(block: np.ndarray, target: int | np.ndarray, kind: int) -> None:
+        if len(block):
+            rows.append(block)
+            targets.append(np.broadcast_to(np.asarray(target, dtype=np.int64), (len(block),)))
+            kinds.append(np.full(len(block), kind, dtype=np.int64))
+
+    gs, ds = np.nonzero(allowed)  # row-major: by group, then device
+    keep = ds != placement[gs]
+    add(np.eye(g_count, dtype=bool)[gs[keep]], ds[keep], 0)
     for c in np.unique(classes):
         in_class = classes == c
         for src in np.unique(placement[in_class]):
@@ -225,9 +229,7 @@ def propose(
                 continue
             for d in range(d_count):
                 if d != src and allowed[members, d].all():
-                    rows.append(members)
-                    targets.append(d)
-                    kinds.append(1)
+                    add(members[None, :], d, 1)
     index = np.arange(g_count)
     for kind, lengths in ((2, SEGMENT_LENGTHS), (3, WINDOW_LENGTHS)):
         for length in lengths:
@@ -250,23 +252,17 @@ def propose(
                         continue
                     ok = ~np.any(sets & ~allowed[:, d][None, :], axis=1)
                     ok &= np.any(sets & (placement != d)[None, :], axis=1)
-                    for members in sets[ok]:
-                        rows.append(members)
-                        targets.append(d)
-                        kinds.append(kind)
+                    add(sets[ok], d, kind)
     if branches is not None and len(branches):
         for d in range(d_count):
             ok = ~np.any(branches & ~allowed[:, d][None, :], axis=1)
             ok &= np.any(branches & (placement != d)[None, :], axis=1)
-            for members in branches[ok]:
-                rows.append(members)
-                targets.append(d)
-                kinds.append(4)
+            add(branches[ok], d, 4)
     if not rows:
         return Moves(
             np.zeros((0, g_count), dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         )
-    return Moves(np.stack(rows), np.asarray(targets, dtype=np.int64), np.asarray(kinds, dtype=np.int64))
+    return Moves(np.concatenate(rows), np.concatenate(targets), np.concatenate(kinds))
 
 
 class MoveFeaturizer:
