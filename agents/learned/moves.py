@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 from placement_gym.simulation.cost_model import CostModel
+from placement_gym.simulation.schedule import incoming_edges
 
 KINDS = ("single", "class", "segment", "window", "branch")
 SEGMENT_LENGTHS = (2, 4, 8)
@@ -277,10 +278,7 @@ class MoveFeaturizer:
         self.link_latency = np.asarray(cost.link_latency, dtype=np.float64)  # (D, D), 0 on the diagonal
         self.src, self.dst = cost.edge_src, cost.edge_dst  # (E,)
         self.bytes = np.asarray(cost.edge_bytes, dtype=np.float64)  # (E,)
-        by_dst = np.argsort(self.dst, kind="stable")
-        self.pred_src = np.ascontiguousarray(self.src[by_dst], dtype=np.int64)  # (E,) grouped by destination
-        self.pred_bytes = np.ascontiguousarray(self.bytes[by_dst])  # (E,)
-        self.pred_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.dst, minlength=cost.num_groups))])
+        self.pred_ptr, self.pred_src, self.pred_bytes = incoming_edges(cost)  # edges by destination (CSR)
 
     def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""

@@ -213,6 +213,15 @@ def upward_rank(cost: CostModel) -> np.ndarray:
     return rank
 
 
+def incoming_edges(cost: CostModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges of ``cost`` grouped by destination (CSR): ``(ptr, src, nbytes)``, where group ``g``'s
+    incoming edges are ``ptr[g]:ptr[g + 1]`` of ``src`` (int64) and ``nbytes`` (float64)."""
+    by_dst = np.argsort(cost.edge_dst, kind="stable")
+    ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(cost.num_groups + 1)).astype(np.int64)
+    src = np.ascontiguousarray(cost.edge_src[by_dst], dtype=np.int64)
+    return ptr, src, np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64)
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """The placement-independent arrays of the list schedule of one cost model.
@@ -274,8 +283,7 @@ class Schedule:
                 raise BackendError("order is not a topological order of the groups")
         if prepaid is not None and np.shape(prepaid) != (g,):
             raise BackendError(f"prepaid must have shape ({g},), got {np.shape(prepaid)}")
-        by_dst = np.argsort(cost.edge_dst, kind="stable")
-        pred_ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(g + 1)).astype(np.int64)
+        pred_ptr, pred_src, pred_bytes = incoming_edges(cost)
         last_use = pos + 1
         np.maximum.at(last_use, cost.edge_src, pos[cost.edge_dst] + 1)
         last_use[cost.result_bytes > 0] = g  # graph outputs stay until the end
@@ -286,8 +294,8 @@ class Schedule:
             order=order,
             pos=pos,
             pred_ptr=pred_ptr,
-            pred_src=np.ascontiguousarray(cost.edge_src[by_dst]),
-            pred_bytes=np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64),
+            pred_src=pred_src,
+            pred_bytes=pred_bytes,
             last_use=last_use.astype(np.int64),
             inv_bw=inv_bw,
             prepaid=np.full(g, -1, dtype=np.int64) if prepaid is None else np.asarray(prepaid, np.int64),
