@@ -14,7 +14,11 @@ against the all-on-host placement with ``--reference host``) and simulated with 
 Every placement is measured ``--replicates`` times (default 2). ``--chunk K`` (default 10) measures the
 replicates of K placements before moving on: each placement is compiled once and its replicates are
 seconds apart (the report gives the median separation); ``--chunk 0`` makes each replicate a full pass
-over all placements, minutes apart, and compiles every placement once per pass. Drift between runs at
+over all placements, minutes apart, and compiles every placement once per pass. ``--rounds R`` (default
+1) measures each replicate of a chunk in R passes over the chunk, ``--round-repeats`` timed runs (paired
+with the reference) per pass, and pools them: a placement's runs are spread over the chunk's time rather
+than taken in one window of about a second (the data: how much of the replicates' disagreement is the
+state of one window). Drift between runs at
 different times is what ``--runs`` / ``--compare`` check.
 
 Wall time: compiling a placement takes about 0.35 s (resnet50), 0.8 s (inception_v3) and 1.1 s (bert) of
@@ -74,6 +78,7 @@ import openvino as ov
 from experiments.sim_vs_measured_report import report_lines
 from experiments.sim_vs_measured_stats import (
     compare_runs,
+    noise_by_segments,
     noise_ceiling,
     relative_figures,
     summarize_rows,
@@ -83,6 +88,7 @@ from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import ProfileWarning
 from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.measured.profiling import profile_record
+from placement_gym.measured.timing import Timing, summarize
 from placement_gym.platforms import load_platform
 from placement_gym.simulation.backend import SimulatedBackend
 
@@ -117,38 +123,75 @@ def _measure_all(
     placements: list[tuple[str, np.ndarray]],
     replicates: int,
     chunk: int,
+    rounds: int = 1,
 ) -> list[list[dict[str, Any]]]:
-    """``records[i][r]``: replicate ``r`` of placement ``i`` (latency, raw median, CI, samples, load, time)."""
+    """``records[i][r]``: replicate ``r`` of placement ``i`` (latency, raw median, CI, samples, load, time).
+
+    With ``rounds > 1`` each replicate of a chunk is measured in ``rounds`` passes over the chunk (each
+    evaluation making ``meas``'s fixed number of runs), and the replicate's estimate pools the runs of its
+    rounds (:func:`~placement_gym.measured.timing.summarize`): a placement's runs are spread over the
+    chunk's time instead of one window of about a second.
+    """
     records: list[list[dict[str, Any]]] = [[] for _ in placements]
     order = list(range(len(placements)))
     blocks = [order] if chunk <= 0 else [order[i : i + chunk] for i in range(0, len(order), chunk)]
     t0 = time.perf_counter()
     for block in blocks:
         for r in range(replicates):
+            pooled: dict[int, list[Any]] = {i: [] for i in block}
+            for _ in range(rounds):
+                for i in block:
+                    m = meas.evaluate(placements[i][1])
+                    pooled[i].append((m, meas.last_timing))
             for i in block:
-                kind, placement = placements[i]
-                m = meas.evaluate(placement)
-                timing = meas.last_timing
-                rec = {
-                    "latency": m.latency if m.feasible else None,
-                    "raw": timing.median if m.feasible and timing is not None else None,
-                    "ci": m.ci,
-                    "samples": m.samples,
-                    "stop": timing.stop if m.feasible and timing is not None else "",
-                    "host_load": m.host_load,
-                    "t": time.perf_counter() - t0,
-                    "reason": m.reason,
-                }
+                rec = _pooled_record(pooled[i], time.perf_counter() - t0)
                 records[i].append(rec)
+                kind = placements[i][0]
                 lat = (
-                    f"{m.latency * 1e3:8.2f} ms +-{100 * m.ci / m.latency:4.1f}%" if m.feasible else m.reason
+                    f"{rec['latency'] * 1e3:8.2f} ms +-{100 * rec['ci'] / rec['latency']:4.1f}%"
+                    if rec["latency"] is not None
+                    else rec["reason"]
                 )
                 print(
-                    f"{name} pass {r + 1} {i + 1}/{len(placements)} {kind:6s} {lat} n={m.samples} "
+                    f"{name} pass {r + 1} {i + 1}/{len(placements)} {kind:6s} {lat} n={rec['samples']} "
                     f"({rec['t']:.0f} s, load {os.getloadavg()[0]:.2f})",
                     flush=True,
                 )
     return records
+
+
+def _pooled_record(evaluations: list[tuple[Any, Timing | None]], t: float) -> dict[str, Any]:
+    """The record of one replicate from its rounds' ``(LatencyResult, Timing)`` (one round: as measured)."""
+    m, timing = evaluations[-1]
+    if not all(e.feasible and tm is not None for e, tm in evaluations):
+        bad = next(e for e, tm in evaluations if not (e.feasible and tm is not None))
+        return {"latency": None, "raw": None, "ci": m.ci, "samples": m.samples, "stop": "",
+                "host_load": bad.host_load, "t": t, "reason": bad.reason}  # fmt: skip
+    if len(evaluations) > 1:
+        times = [x for _, tm in evaluations for x in tm.times]
+        refs = [x for _, tm in evaluations for x in tm.reference_times]
+        timing = summarize(times, refs, timing.reference_level if refs else None, stop="rounds")
+        latency, ci = timing.estimate, timing.ci_half_width
+    else:
+        latency, ci = m.latency, m.ci
+    return {
+        "latency": latency,
+        "raw": timing.median,
+        "ci": ci,
+        "samples": timing.samples,
+        "stop": timing.stop,
+        "host_load": float(np.mean([e.host_load for e, _ in evaluations])),
+        "t": t,
+        "reason": m.reason,
+        "rounds": len(evaluations),
+    }
+
+
+def segment_counts(bench: Any, coarse: Any, placements: list[tuple[str, np.ndarray]]) -> list[int]:
+    """How many segments the partitioned executor runs for each placement."""
+    from placement_gym.measured.segments import split_segments
+
+    return [len(split_segments(bench.ops, coarse.expand(p))) for _, p in placements]
 
 
 def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -170,21 +213,21 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
         coarse,
         plat,
         warmup=args.warmup,
-        repeats=args.repeats,
-        max_repeats=args.max_repeats,
-        rel_ci=args.rel_ci,
+        repeats=args.round_repeats if args.rounds > 1 else args.repeats,
+        max_repeats=args.round_repeats if args.rounds > 1 else args.max_repeats,
+        rel_ci=None if args.rounds > 1 else args.rel_ci,
         reference=None if args.reference == "none" else args.reference,
         time_budget=args.time_budget,
         cache_size=0,
         max_compiled_ops=(args.chunk + 2) * ops if args.chunk > 0 else None,  # the chunk + the reference
     )
     try:
-        records = _measure_all(meas, name, placements, args.replicates, args.chunk)
+        records = _measure_all(meas, name, placements, args.replicates, args.chunk, args.rounds)
         reference_level = meas.reference_level
     finally:
         meas.close()
     rows = []
-    for (kind, placement), recs in zip(placements, records):
+    for (kind, placement), recs, segments in zip(placements, records, segment_counts(bench, coarse, placements)):
         s = sim.evaluate(placement)
         lat = [r["latency"] for r in recs]
         raw = [r["raw"] for r in recs]
@@ -199,6 +242,7 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "replicates": recs,
                 "simulated": s.latency if s.feasible else None,
                 "simulated_reason": s.reason,
+                "segments": segments,
             }
         )
     summary = full_summary(rows, args.replicates, reference_level)
@@ -224,6 +268,7 @@ def full_summary(
     summary["relative"] = relative_figures(rows, reference_level)
     summary["window_reference"] = window_reference(rows, reference_level)
     summary["noise_ceiling"] = noise_ceiling(rows, summary["samples_median"]) if replicates >= 2 else {}
+    summary["noise_by_segments"] = noise_by_segments(rows) if replicates >= 2 else {}
     return summary
 
 
@@ -245,6 +290,12 @@ def rescore(payload: dict[str, Any], costs: Path | None = None) -> dict[str, Any
     models: dict[str, Any] = {}
     for name, res in payload["models"].items():
         rows = [dict(r) for r in res["rows"]]
+        if any("segments" not in r for r in rows):
+            bench = load_benchmark(name)
+            coarse = bench.coarsen(payload["meta"]["command"]["level"])
+            placements = [(r["kind"], np.asarray(r["placement"])) for r in rows]
+            for row, segments in zip(rows, segment_counts(bench, coarse, placements)):
+                row["segments"] = segments
         meta = dict(res.get("cost_model", {}))
         if fitted is not None:
             from experiments.sim_fidelity import ModelData
@@ -308,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", choices=("host", "none"), default="host", help="drift correction")
     parser.add_argument("--replicates", type=int, default=2, help="measurements of every placement (>= 2)")
     parser.add_argument("--chunk", type=int, default=10, help="placements per chunk (0: full passes)")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="passes over a chunk per replicate, pooled (> 1: fixed --round-repeats runs per pass)",
+    )  # fmt: skip
+    parser.add_argument("--round-repeats", type=int, default=3, help="timed runs per pass with --rounds")
     parser.add_argument("--runs", type=int, default=1, help="full comparisons in a row, then compared")
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between runs")
     parser.add_argument(
@@ -347,6 +403,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return summary
     if args.count < 2 or args.replicates < 1 or args.runs < 1 or args.chunk < 0:
         parser.error("--count must be >= 2, --replicates and --runs >= 1, --chunk >= 0")
+    if args.rounds < 1 or args.round_repeats < 1:
+        parser.error(f"--rounds and --round-repeats must be >= 1, got {args.rounds}, {args.round_repeats}")
     if not 0 < args.rel_ci < 1:
         parser.error(f"--rel-ci must be in (0, 1), got {args.rel_ci}")
     command = "python -m experiments.sim_vs_measured " + " ".join(argv if argv is not None else sys.argv[1:])

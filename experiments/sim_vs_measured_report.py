@@ -19,9 +19,14 @@ def report_lines(results: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         f"OpenVINO {meta['openvino']}, {meta['date']}; per model {c['count']} iid + {c['count']} blocks + the "
         f"single-device placements at level `{c['level']}`, {c['replicates']} replicates"
         + (f" (chunks of {c['chunk']})" if c["chunk"] else " (full passes)")
-        + f"; measured: partitioned executor, warm-up {c['warmup']}, {c['repeats']}-{c['max_repeats']} runs "
-        f"until the median's 95% CI is within +-{100 * c['rel_ci']:.0f}% (time budget {c['time_budget']} s), "
-        f"reference `{c['reference']}`. Command: `{meta['argv']}`.",
+        + f"; measured: partitioned executor, warm-up {c['warmup']}, "
+        + (
+            f"{c['rounds']} passes over the chunk per replicate, {c['round_repeats']} runs each, pooled "
+            if c.get("rounds", 1) > 1
+            else f"{c['repeats']}-{c['max_repeats']} runs until the median's 95% CI is within "
+            f"+-{100 * c['rel_ci']:.0f}% "
+        )
+        + f"(time budget {c['time_budget']} s), reference `{c['reference']}`. Command: `{meta['argv']}`.",
         "",
         "MAPE (relative): measured latencies as drift-corrected ratios to the all-on-host reference timed in "
         "the same window, against simulated / simulated all-on-host: a slowdown of the whole machine, even "
@@ -102,6 +107,21 @@ def noise_lines(results: dict[str, Any]) -> list[str]:
             else ""
         )
         lines.append(f"- {name}: " + "; ".join(parts) + drift)
+    by_segments = [(n, r["summary"].get("noise_by_segments")) for n, r in results.items()]
+    if any(b for _, b in by_segments):
+        lines += [
+            "",
+            "Where the replicates disagree: per-replicate sd of the split placements by the executor's "
+            "segment count (three bins of equal count), and the Spearman of |log(replicate 1 / replicate 2)| "
+            "with the segment count:",
+            "",
+        ]
+        for name, b in by_segments:
+            if b:
+                bins = "; ".join(
+                    f"{x['segments'][0]}-{x['segments'][1]} segments: {fmt(x['sd'], True)}" for x in b["bins"]
+                )
+                lines.append(f"- {name}: {bins}; Spearman {b['spearman']:.2f}")
     return lines
 
 

@@ -243,3 +243,33 @@ def noise_ceiling(rows: list[dict[str, Any]], samples: float) -> dict[str, Any]:
             "runs_needed": float(samples * (sd / needed) ** 2),
         }
     return out
+
+
+def noise_by_segments(rows: list[dict[str, Any]], bins: int = 3) -> dict[str, Any]:
+    """Where the replicates disagree: the split placements (rows with ``segments``, the executor's
+    segment count, and two measured replicates) in ``bins`` bins of equal count by segments, each with its
+    segment range and per-replicate relative sd (:func:`replicate_sd`), and the Spearman between
+    ``|log(first / second)|`` and the segment count. Empty for too few such rows (old runs lack
+    ``segments``)."""
+    sel = [
+        r for r in rows
+        if r["kind"] != "single" and r.get("segments") is not None
+        and len(r["measured_replicates"]) >= 2 and None not in r["measured_replicates"][:2]
+    ]  # fmt: skip
+    if len(sel) < 3 * bins:
+        return {}
+    sel.sort(key=lambda r: r["segments"])
+    segments = np.array([r["segments"] for r in sel], dtype=np.float64)
+    first = np.array([r["measured_replicates"][0] for r in sel])
+    second = np.array([r["measured_replicates"][1] for r in sel])
+    out = []
+    for part in np.array_split(np.arange(len(sel)), bins):
+        out.append(
+            {
+                "segments": [int(segments[part[0]]), int(segments[part[-1]])],
+                "n": len(part),
+                "sd": replicate_sd(first[part], second[part]),
+            }
+        )
+    rho = spearmanr(np.abs(np.log(first / second)), segments)[0]
+    return {"bins": out, "spearman": float(rho)}

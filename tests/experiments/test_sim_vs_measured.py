@@ -170,6 +170,7 @@ def test_compare_runs_checks_the_relative_mape_too():
 
 def test_rescore_needs_no_measurement_and_keeps_the_figures(tmp_path):
     rows = _rows(np.linspace(1.0, 2.0, 11), np.linspace(1.0, 2.1, 11), 1.0, noise=0.01)
+    rows = [{**r, "segments": 1 + i % 4} for i, r in enumerate(rows)]  # synthetic: no benchmark to count them
     summary = {"reference_level": 1.0, "groups": 2, "load_before": [0.1], "load_after": [0.2],
                "wall_seconds": 3.0, "profile": {}, "profile_warnings": []}  # fmt: skip
     payload = {
@@ -185,3 +186,51 @@ def test_rescore_needs_no_measurement_and_keeps_the_figures(tmp_path):
     assert s["wall_seconds"] == 3.0 and out["meta"]["rescored"]["costs"] is None
     with pytest.raises(SystemExit):
         svm.main(["--costs", str(stored)])  # --costs without --rescore
+
+
+def test_noise_by_segments_finds_noise_that_grows_with_segments():
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):
+        segments = 1 + i
+        truth = 0.1 * (1 + i / 60)
+        noise = np.exp(0.001 * segments * rng.standard_normal(2))  # sd grows with the segment count
+        rows.append({"kind": "iid", "segments": segments, "measured_replicates": list(truth * noise)})
+    rows.append({"kind": "single", "segments": 1, "measured_replicates": [0.1, 0.5]})  # not a split: ignored
+    out = stats.noise_by_segments(rows)
+    sds = [b["sd"] for b in out["bins"]]
+    assert [b["segments"] for b in out["bins"]] == [[1, 20], [21, 40], [41, 60]]
+    assert sds[0] < sds[1] < sds[2] and out["spearman"] > 0.3
+    assert stats.noise_by_segments([{**r, "segments": None} for r in rows]) == {}
+
+
+def test_rounds_pool_their_runs_into_one_estimate():
+    from placement_gym.backends.base import LatencyResult
+    from placement_gym.measured.timing import summarize
+
+    level = 0.05
+    rounds = [
+        (summarize([0.11, 0.12, 0.13], [0.05, 0.05, 0.05], level), 0.3),
+        (summarize([0.20, 0.22, 0.24], [0.10, 0.10, 0.10], level), 0.5),  # the machine twice as slow
+    ]
+    evaluations = [
+        (LatencyResult(latency=t.estimate, feasible=True, ci=t.ci_half_width, samples=3, host_load=load), t)
+        for t, load in rounds
+    ]
+    rec = svm._pooled_record(evaluations, t=1.0)
+    assert rec["samples"] == 6 and rec["rounds"] == 2 and rec["stop"] == "rounds"
+    assert rec["latency"] == pytest.approx(level * 2.3)  # median of the six ratios 2.2, 2.4, 2.6, 2.0, 2.2, 2.4
+    assert rec["host_load"] == pytest.approx(0.4) and rec["raw"] == pytest.approx(0.165)
+    single = svm._pooled_record(evaluations[:1], t=1.0)
+    assert single["latency"] == pytest.approx(rounds[0][0].estimate) and single["samples"] == 3
+    infeasible = (LatencyResult(latency=float("inf"), feasible=False, reason="out of memory"), None)
+    assert svm._pooled_record([evaluations[0], infeasible], t=1.0)["latency"] is None
+
+
+def test_tiny_run_in_rounds(tmp_path):
+    args = ["--models", "tiny_cnn", "--count", "2", "--rounds", "2", "--round-repeats", "2", "--chunk", "3"]
+    res = svm.main([*args, "--time-budget", "0.5", "--out", str(tmp_path / "rounds")])
+    rows = res["models"]["tiny_cnn"]["rows"]
+    assert all(r["replicates"][0]["rounds"] == 2 and r["replicates"][0]["samples"] == 4 for r in rows)
+    assert all(r["segments"] >= 1 for r in rows) and rows[0]["segments"] == 1  # all on the host: one segment
+    assert "2 passes over the chunk per replicate" in (tmp_path / "rounds.md").read_text()
