@@ -71,12 +71,15 @@ class ModelData:
         """Measured (drift-corrected) latency of each placement in run ``run``, shape ``(N,)``."""
         return np.array([r["measured"] for r in self.rows_by_run[run]], dtype=np.float64)
 
-    def simulate(self, costs: PartitionCosts) -> np.ndarray:
-        """Simulated latency of each placement with ``costs``, shape ``(N,)``."""
+    def simulate(self, costs: PartitionCosts, schedule: str = "segments") -> np.ndarray:
+        """Simulated latency of each placement with ``costs`` and ``schedule`` (``"groups"``: the list
+        schedule of groups; ``"segments"``: of the executor's segments), shape ``(N,)``."""
         from placement_gym.simulation.schedule import Schedule
+        from placement_gym.simulation.segment_schedule import SegmentSchedule
 
         model = apply_partition_costs(self.cost, self.coarse, costs)
-        return Schedule.build(model).run_batch(self.placements)[0]
+        build = SegmentSchedule.build if schedule == "segments" else Schedule.build
+        return build(model).run_batch(self.placements)[0]
 
     def properties(self) -> np.ndarray:
         """:data:`PROPERTIES` of each placement, shape ``(N, 6)``."""
@@ -100,6 +103,15 @@ class ModelData:
                 [segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()]
             )
         return np.array(out, dtype=np.float64)
+
+
+def split_halves(kinds: np.ndarray) -> np.ndarray:
+    """Every other placement of each kind, shape ``(N,)`` bool: two halves with the same mix of kinds for
+    cross-validation."""
+    half = np.zeros(len(kinds), dtype=bool)
+    for kind in np.unique(kinds):
+        half[np.flatnonzero(kinds == kind)[::2]] = True
+    return half
 
 
 def _root(parent: np.ndarray, g: int) -> int:
@@ -129,17 +141,34 @@ def _costs(x: np.ndarray, free: tuple[str, ...], base: PartitionCosts) -> Partit
     return PartitionCosts(**values)
 
 
-def shape_loss(models: list[ModelData], costs: PartitionCosts, run: int) -> float:
-    """Sum over models of the mean squared ``log(simulated / measured)`` after removing its median."""
+def shape_loss(
+    models: list[ModelData],
+    costs: PartitionCosts,
+    run: int,
+    schedule: str = "segments",
+    subset: list[np.ndarray] | None = None,
+) -> float:
+    """Sum over models of the mean squared ``log(simulated / measured)`` after removing its median (over
+    the placements ``subset[i]`` of model ``i`` if given, boolean ``(N,)``)."""
     total = 0.0
-    for m in models:
-        r = np.log(m.simulate(costs) / m.measured(run))
+    for i, m in enumerate(models):
+        r = np.log(m.simulate(costs, schedule) / m.measured(run))
+        if subset is not None:
+            r = r[subset[i]]
         total += float(np.mean((r - np.median(r)) ** 2))
     return total
 
 
-def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, run: int = 0) -> PartitionCosts:
-    """The ``free`` figures minimising :func:`shape_loss` on run ``run``; the rest from ``base``.
+def fit(
+    models: list[ModelData],
+    free: tuple[str, ...],
+    base: PartitionCosts,
+    run: int = 0,
+    schedule: str = "segments",
+    subset: list[np.ndarray] | None = None,
+) -> PartitionCosts:
+    """The ``free`` figures minimising :func:`shape_loss` on run ``run`` (and ``subset``); the rest from
+    ``base``.
 
     Starts from every corner of a small grid (each free figure at half and at twice its base value; an
     overhead that is ~0 starts at 10 us and 300 us; contention at 0.27 and 0.88) and keeps the best.
@@ -156,7 +185,7 @@ def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, ru
     best = None
     for x0 in itertools.product(*starts):
         res = minimize(
-            lambda x: shape_loss(models, _costs(x, free, base), run),
+            lambda x: shape_loss(models, _costs(x, free, base), run, schedule, subset),
             np.array(x0),
             method="Nelder-Mead",
             options={"maxiter": 400, "xatol": 1e-3, "fatol": 1e-8},
@@ -166,7 +195,9 @@ def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, ru
     return _costs(best.x, free, base)
 
 
-def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
+def figures(
+    m: ModelData, simulated: np.ndarray, run: int, subset: np.ndarray | None = None
+) -> dict[str, Any]:
     """Spearman / MAPE (level-scaled) and relative MAPE per kind, of ``simulated`` against run ``run``.
 
     Relative: measured / the run's reference level (the drift-corrected ratio to the host reference, as
@@ -180,6 +211,8 @@ def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in (None, *KINDS):
         sel = np.ones(len(measured), bool) if kind is None else m.kinds == kind
+        if subset is not None:
+            sel = sel & subset
         stats = compare(measured[sel], simulated[sel])
         rel = compare(measured[sel] / level, simulated[sel] / simulated[host])
         out["all" if kind is None else kind] = {**stats, "relative_mape": rel["mape"]}
@@ -219,6 +252,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="figures to fit",
     )
     parser.add_argument("--models", nargs="+", default=None)
+    parser.add_argument(
+        "--schedule", choices=("groups", "segments"), default="segments",
+        help="simulate groups (the list schedule) or the executor's segments (the local platform's default)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("results/sim_fidelity"))
     args = parser.parse_args(argv)
     runs = [json.loads(p.read_text()) for p in [args.fit, *args.validate]]
@@ -234,21 +271,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for n in names
     ]
     base = platform_costs(models[0].platform)
-    fitted = fit(models, tuple(args.free), base)
+    schedule, free = args.schedule, tuple(args.free)
+    fitted = fit(models, free, base, 0, schedule)
+    halves = [split_halves(m.kinds) for m in models]
+    folds = [fit(models, free, base, 0, schedule, [h == k for h in halves]) for k in (True, False)]
     labels = [str(args.fit), *map(str, args.validate)]
     result: dict[str, Any] = {
         "fit_on": str(args.fit), "validate_on": [str(p) for p in args.validate], "free": args.free,
-        "platform_costs": base.as_dict(), "fitted_costs": fitted.as_dict(),
-        "loss": {"platform": shape_loss(models, base, 0), "fitted": shape_loss(models, fitted, 0)},
+        "schedule": schedule, "platform_costs": base.as_dict(), "fitted_costs": fitted.as_dict(),
+        "fold_costs": [f.as_dict() for f in folds],
+        "loss": {"platform": shape_loss(models, base, 0, schedule),
+                 "fitted": shape_loss(models, fitted, 0, schedule)},
         "models": {},
     }  # fmt: skip
-    for m in models:
-        before, after = m.simulate(base), m.simulate(fitted)
+    for m, even in zip(models, halves):
+        recorded = np.array([r["simulated"] for r in m.rows_by_run[0]], dtype=np.float64)
+        before, after = m.simulate(base, schedule), m.simulate(fitted, schedule)
+        # each half scored with the figures fitted on the other half (of the fit run)
+        held_out = np.where(even, m.simulate(folds[1], schedule), m.simulate(folds[0], schedule))
         result["models"][m.name] = {
             "residual_vs_properties": residual_table(m, before, 0),
             "residual_vs_properties_fitted": residual_table(m, after, 0),
+            "recorded": [figures(m, recorded, i) for i in range(len(runs))],
             "before": [figures(m, before, i) for i in range(len(runs))],
             "after": [figures(m, after, i) for i in range(len(runs))],
+            "cross_validated": [
+                {
+                    "platform": [figures(m, before, i, h)["all"] for h in (even, ~even)],
+                    "held_out": [figures(m, held_out, i, h)["all"] for h in (even, ~even)],
+                }
+                for i in range(len(runs))
+            ],
             "residual_repeat": [
                 [residual_repeat(m, sim, 0, i) for i in range(1, len(runs))] for sim in (before, after)
             ],
@@ -280,8 +333,8 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         + (", ".join(f"`{x}`" for x in labels[1:]) or "nothing")
         + ". Command: `python -m experiments.sim_fidelity --fit "
         + labels[0]
-        + "".join(" --validate " + x for x in labels[1:2])
-        + "`.",
+        + (" --validate " + " ".join(labels[1:]) if labels[1:] else "")
+        + f" --schedule {result['schedule']}`.",
         "",
         "| figure | platform (micro-benchmark) | fitted |",
         "| --- | --- | --- |",
@@ -311,8 +364,9 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         )
     lines += [
         "",
-        "Simulator vs measured, before (platform figures) -> after (fitted): Spearman / MAPE / relative MAPE "
-        "(measured and simulated both relative to the all-on-host placement: drift-corrected).",
+        f"Simulator vs measured, the simulator the run recorded -> the `{result['schedule']}` schedule with the "
+        "platform's figures -> with the fitted figures: Spearman / MAPE / relative MAPE (measured and "
+        "simulated both relative to the all-on-host placement: drift-corrected).",
         "",
         "| model | run | all | iid | blocks |",
         "| --- | --- | --- | --- | --- |",
@@ -321,16 +375,34 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         for i, label in enumerate(labels):
             cells = []
             for kind in ("all", *KINDS):
-                b, a = res["before"][i][kind], res["after"][i][kind]
                 cells.append(
-                    f"{fmt(b['spearman'])} / {fmt(b['mape'], True)} / {fmt(b['relative_mape'], True)} -> "
-                    f"{fmt(a['spearman'])} / {fmt(a['mape'], True)} / {fmt(a['relative_mape'], True)}"
+                    " -> ".join(
+                        f"{fmt(f['spearman'])} / {fmt(f['mape'], True)} / {fmt(f['relative_mape'], True)}"
+                        for f in (res["recorded"][i][kind], res["before"][i][kind], res["after"][i][kind])
+                    )
                 )
             lines.append(
                 f"| {name} | {'fit' if i == 0 else 'validate'} `{Path(label).stem}` | "
                 + " | ".join(cells)
                 + " |"
             )
+    lines += [
+        "",
+        "Cross-validated over placements: the figures fitted on one half of the fit run's placements (every "
+        "other placement of each kind) score the other half, and vice versa (Spearman / relative MAPE of "
+        "each held-out half; the platform's figures on the same halves beside them):",
+        "",
+        "| model | run | platform (half A / half B) | fitted on the other half (A / B) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, res in result["models"].items():
+        for i, label in enumerate(labels):
+            cv = res["cross_validated"][i]
+            cells = [
+                " / ".join(f"{fmt(f['spearman'])}, {fmt(f['relative_mape'], True)}" for f in cv[key])
+                for key in ("platform", "held_out")
+            ]
+            lines.append(f"| {name} | `{Path(label).stem}` | " + " | ".join(cells) + " |")
     if labels[1:]:
         lines += [
             "",
