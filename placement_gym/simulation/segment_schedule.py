@@ -207,6 +207,8 @@ def _simulate_segments(
         fill[key // n_seg] += 1
     # event loop: each idle device starts its lowest-numbered ready segment
     ready = waiting == 0
+    started = np.zeros(n_seg, dtype=np.bool_)
+    first = np.zeros(n_dev, dtype=np.int64)  # below it, every segment of the device has started
     running = np.full(n_dev, -1, dtype=np.int64)
     busy_until = np.zeros(n_dev)
     now = 0.0
@@ -216,14 +218,17 @@ def _simulate_segments(
         for d in range(n_dev):
             if running[d] >= 0:
                 continue
+            while first[d] < n_seg and (started[first[d]] or seg_dev[first[d]] != d):
+                first[d] += 1
             pick = -1
-            for i in range(n_seg):
+            for i in range(first[d], n_seg):
                 if ready[i] and seg_dev[i] == d:
                     pick = i
                     break
             if pick < 0:
                 continue
             ready[pick] = False
+            started[pick] = True
             c = cost[pick]
             extra = 0.0
             for o in range(n_dev):
