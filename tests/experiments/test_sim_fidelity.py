@@ -86,7 +86,10 @@ def test_residual_repeat_tells_structure_from_noise(tiny_data):
 def test_fit_recovers_the_figures_under_either_schedule(tiny_data, schedule):
     base = sim_fidelity.platform_costs(tiny_data.platform)
     truth = dataclasses.replace(base, transfer_latency=2e-4)
-    rows = [{**r, "measured": float(m)} for r, m in zip(tiny_data.rows_by_run[0], tiny_data.simulate(truth, schedule))]
+    rows = [
+        {**r, "measured": float(m)}
+        for r, m in zip(tiny_data.rows_by_run[0], tiny_data.simulate(truth, schedule))
+    ]
     data = sim_fidelity.ModelData("tiny_cnn", "fused", [rows])
     data.cost = tiny_data.cost
     fitted = sim_fidelity.fit([data], ("transfer_latency",), base, 0, schedule)

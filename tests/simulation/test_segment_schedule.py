@@ -106,7 +106,11 @@ def test_segments_are_the_executors_on_single_op_groups(model: str, request: pyt
         theirs = np.empty(coarse.ops.num_nodes, dtype=np.int64)
         for k, (_, ops) in enumerate(split_segments(coarse.ops, coarse.expand(placement))):
             theirs[ops] = k
-        assert len(set(zip(ours.tolist(), theirs.tolist()))) == len(set(ours.tolist())) == len(set(theirs.tolist()))
+        assert (
+            len(set(zip(ours.tolist(), theirs.tolist())))
+            == len(set(ours.tolist()))
+            == len(set(theirs.tolist()))
+        )
 
 
 def test_the_schedule_is_chosen_by_platform(tiny_cnn) -> None:
