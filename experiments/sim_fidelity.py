@@ -33,7 +33,13 @@ from scipy.stats import spearmanr
 from experiments.sim_vs_measured_stats import KINDS, compare, fmt, host_row
 from placement_gym.simulation.partition_costs import FIELDS, PartitionCosts, apply_partition_costs
 
-PROPERTIES = ("segments", "subgraphs", "cut_edges", "plain_mb", "blocked_mb", "share_cpu1")
+PROPERTIES = (
+    "segments", "subgraphs", "cut_edges", "plain_mb", "blocked_mb", "share_cpu1",
+    "cut_into_concat", "cut_into_add", "cut_into_matmul",
+)  # fmt: skip
+#: Op types whose cut inputs are counted (``cut_into_<type>``): a Concat the CPU plugin would fill in
+#: place, an Add it would fuse into the producing convolution, a MatMul reading a moved activation.
+CUT_INTO = ("Concat", "Add", "MatMul")
 
 
 class ModelData:
@@ -82,15 +88,22 @@ class ModelData:
         return build(model).run_batch(self.placements)[0]
 
     def properties(self) -> np.ndarray:
-        """:data:`PROPERTIES` of each placement, shape ``(N, 6)``."""
+        """:data:`PROPERTIES` of each placement, shape ``(N, 9)``: executor segments, the group schedule's
+        subgraphs (connected same-device parts), cut quotient edges, plain and blocked MB crossing devices,
+        the share of groups on ``cpu1``, and the op edges between devices that feed a Concat, an Add, a
+        MatMul."""
         from placement_gym.measured.segments import split_segments
         from placement_gym.simulation.partition_costs import split_edge_bytes
 
         plain, block = split_edge_bytes(self.coarse)
         src, dst = self.cost.edge_src, self.cost.edge_dst
+        ops = self.bench.ops
+        into = [np.array([t == kind for t in ops.op_types])[ops.edge_dst] for kind in CUT_INTO]  # (E_ops,)
         out = []
         for p in self.placements:
-            segments = len(split_segments(self.bench.ops, self.coarse.expand(p)))
+            op_device = self.coarse.expand(p)
+            op_cut = op_device[ops.edge_src] != op_device[ops.edge_dst]
+            segments = len(split_segments(ops, op_device))
             same = p[src] == p[dst]
             parent = np.arange(len(p))
             for a, b in zip(src[same].tolist(), dst[same].tolist()):
@@ -101,6 +114,7 @@ class ModelData:
             cut = ~same
             out.append(
                 [segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()]
+                + [int(np.count_nonzero(op_cut & kind)) for kind in into]
             )
         return np.array(out, dtype=np.float64)
 
@@ -226,15 +240,26 @@ def residual_repeat(m: ModelData, simulated: np.ndarray, a: int, b: int) -> floa
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def residual_table(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, dict[str, float]]:
-    """Spearman of the residual ``log(measured / simulated)`` with each placement property."""
-    props = m.properties()
+def residual_table(
+    m: ModelData, simulated: np.ndarray, run: int, props: np.ndarray | None = None
+) -> dict[str, dict[str, float]]:
+    """Spearman of the residual ``log(measured / simulated)`` with each placement property (``props``:
+    :meth:`ModelData.properties`, computed if None), and of what is left of the residual once its linear
+    dependence on the segment count is removed (``partial``: what a property adds to the segment count)."""
+    props = m.properties() if props is None else props
     resid = np.log(m.measured(run) / simulated)
+    design = np.column_stack([props[:, 0], np.ones(len(resid))])
+    rest = resid - design @ np.linalg.lstsq(design, resid, rcond=None)[0]
+
+    def rho(x: np.ndarray, y: np.ndarray) -> float:
+        return float(spearmanr(x, y)[0]) if np.ptp(x) > 0 else float("nan")
+
     return {
         name: {
             "min": float(props[:, j].min()),
             "max": float(props[:, j].max()),
-            "spearman": float(spearmanr(props[:, j], resid)[0]),
+            "spearman": rho(props[:, j], resid),
+            "partial": rho(props[:, j], rest),
         }  # fmt: skip
         for j, name in enumerate(PROPERTIES)
     }
@@ -289,9 +314,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         before, after = m.simulate(base, schedule), m.simulate(fitted, schedule)
         # each half scored with the figures fitted on the other half (of the fit run)
         held_out = np.where(even, m.simulate(folds[1], schedule), m.simulate(folds[0], schedule))
+        props = m.properties()
+        excess = props[:, 0] - props[:, 1]  # executor segments beyond the group schedule's subgraphs
         result["models"][m.name] = {
-            "residual_vs_properties": residual_table(m, before, 0),
-            "residual_vs_properties_fitted": residual_table(m, after, 0),
+            "segments_beyond_subgraphs": {k: float(excess[m.kinds == k].mean()) for k in KINDS},
+            "residual_vs_properties_recorded": residual_table(m, recorded, 0, props),
+            "residual_vs_properties": residual_table(m, before, 0, props),
+            "residual_vs_properties_fitted": residual_table(m, after, 0, props),
             "recorded": [figures(m, recorded, i) for i in range(len(runs))],
             "before": [figures(m, before, i) for i in range(len(runs))],
             "after": [figures(m, after, i) for i in range(len(runs))],
@@ -349,19 +378,43 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         f"Shape loss on the fit run (sum over models of the mean squared demedianed log residual): "
         f"{result['loss']['platform']:.5f} -> {result['loss']['fitted']:.5f}.",
         "",
-        "Spearman of the residual log(measured / simulated) with placement properties, fit run (platform "
-        "figures -> fitted):",
+        "Spearman of the residual log(measured / simulated) with placement properties, fit run (the simulator "
+        "the run recorded -> the platform's figures -> fitted):",
         "",
         "| model | " + " | ".join(PROPERTIES) + " |",
         "| --- |" + " --- |" * len(PROPERTIES),
     ]
     for name, res in result["models"].items():
-        a, b = res["residual_vs_properties"], res["residual_vs_properties_fitted"]
+        r, a, b = (res[f"residual_vs_properties{x}"] for x in ("_recorded", "", "_fitted"))
         lines.append(
             f"| {name} | "
-            + " | ".join(f"{a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}" for p in PROPERTIES)
+            + " | ".join(
+                f"{r[p]['spearman']:+.2f} -> {a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}"
+                for p in PROPERTIES
+            )
             + " |"
         )
+    lines += [
+        "",
+        "The same, of what is left of the residual once its linear dependence on the segment count is "
+        "removed (platform figures; near 0: the property adds nothing to the segment count):",
+        "",
+        "| model | " + " | ".join(PROPERTIES[1:]) + " |",
+        "| --- |" + " --- |" * (len(PROPERTIES) - 1),
+    ]
+    for name, res in result["models"].items():
+        a = res["residual_vs_properties"]
+        lines.append(f"| {name} | " + " | ".join(f"{a[p]['partial']:+.2f}" for p in PROPERTIES[1:]) + " |")
+    lines += [
+        "",
+        "Executor segments beyond the group schedule's subgraphs (connected same-device parts), mean per "
+        "kind: "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{k} {v:.1f}" for k, v in res["segments_beyond_subgraphs"].items())
+            for name, res in result["models"].items()
+        )
+        + ".",
+    ]
     lines += [
         "",
         f"Simulator vs measured, the simulator the run recorded -> the `{result['schedule']}` schedule with the "
