@@ -3,6 +3,8 @@ graphs, the executor's segment rule, and the backend's choice of schedule."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -115,7 +117,13 @@ def test_segments_are_the_executors_on_single_op_groups(model: str, request: pyt
 
 def test_the_schedule_is_chosen_by_platform(tiny_cnn) -> None:
     coarse = tiny_cnn.coarsen("fused")
-    assert SimulatedBackend(tiny_cnn, coarse, load_platform("local")).schedule_kind == "segments"
+    local = SimulatedBackend(tiny_cnn, coarse, load_platform("local"))
+    assert local.schedule_kind == "segments"
+    placements = np.random.default_rng(0).integers(0, 2, size=(5, coarse.num_groups))
+    again = pickle.loads(pickle.dumps(local))  # Ray workers and SubprocVecEnv pickle backends
+    assert [r.latency for r in again.evaluate_batch(placements)] == [
+        r.latency for r in local.evaluate_batch(placements)
+    ]
     assert SimulatedBackend(tiny_cnn, coarse, load_platform("cpu-dgpu")).schedule_kind == "groups"
     with pytest.raises(UnknownNameError, match="unknown schedule 'segment'"):
         SimulatedBackend(tiny_cnn, coarse, load_platform("cpu-dgpu"), schedule="segment")
