@@ -22,13 +22,16 @@ from placement_gym.platforms import load_platform
 from placement_gym.simulation.backend import SimulatedBackend
 
 
-def bench(model: str, level: str, platform: str, count: int, batch: int, seed: int) -> dict[str, float]:
-    """Time the simulator; returns the figures printed by :func:`main`."""
+def bench(
+    model: str, level: str, platform: str, count: int, batch: int, seed: int, schedule: str = "auto"
+) -> dict[str, float]:
+    """Time the simulator (``schedule``: see :class:`SimulatedBackend`); returns the figures printed by
+    :func:`main`."""
     bench_ = load_benchmark(model)
     coarse = bench_.coarsen(level)
     plat = load_platform(platform)
     t0 = time.perf_counter()
-    sim = SimulatedBackend(bench_, coarse, plat, cache_size=2 * count)
+    sim = SimulatedBackend(bench_, coarse, plat, cache_size=2 * count, schedule=schedule)
     build = time.perf_counter() - t0
     rng = np.random.default_rng(seed)
     placements = rng.integers(0, plat.num_devices, size=(count, coarse.num_groups))
@@ -73,9 +76,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--schedule", choices=("auto", "groups", "segments"), default="auto")
     args = parser.parse_args(argv)
-    r = bench(args.model, args.level, args.platform, args.count, args.batch, args.seed)
-    print(f"{args.model} level={args.level} on {args.platform}: {r['groups']} groups, {r['edges']} edges")
+    r = bench(args.model, args.level, args.platform, args.count, args.batch, args.seed, args.schedule)
+    print(
+        f"{args.model} level={args.level} on {args.platform} ({args.schedule} schedule): {r['groups']} groups, "
+        f"{r['edges']} edges"
+    )
     print(f"  construction (cost model + schedule): {r['build_s'] * 1e3:.1f} ms")
     print(f"  evaluate (cache misses):     {r['single_per_s']:>10,.0f} evaluations/s")
     print(f"  evaluate_batch ({args.batch}/call):  {r['batch_per_s']:>10,.0f} evaluations/s")

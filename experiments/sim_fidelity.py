@@ -33,7 +33,13 @@ from scipy.stats import spearmanr
 from experiments.sim_vs_measured_stats import KINDS, compare, fmt, host_row
 from placement_gym.simulation.partition_costs import FIELDS, PartitionCosts, apply_partition_costs
 
-PROPERTIES = ("segments", "subgraphs", "cut_edges", "plain_mb", "blocked_mb", "share_cpu1")
+PROPERTIES = (
+    "segments", "subgraphs", "cut_edges", "plain_mb", "blocked_mb", "share_cpu1",
+    "cut_into_concat", "cut_into_add", "cut_into_matmul",
+)  # fmt: skip
+#: Op types whose cut inputs are counted (``cut_into_<type>``): a Concat the CPU plugin would fill in
+#: place, an Add it would fuse into the producing convolution, a MatMul reading a moved activation.
+CUT_INTO = ("Concat", "Add", "MatMul")
 
 
 class ModelData:
@@ -71,23 +77,33 @@ class ModelData:
         """Measured (drift-corrected) latency of each placement in run ``run``, shape ``(N,)``."""
         return np.array([r["measured"] for r in self.rows_by_run[run]], dtype=np.float64)
 
-    def simulate(self, costs: PartitionCosts) -> np.ndarray:
-        """Simulated latency of each placement with ``costs``, shape ``(N,)``."""
+    def simulate(self, costs: PartitionCosts, schedule: str = "segments") -> np.ndarray:
+        """Simulated latency of each placement with ``costs`` and ``schedule`` (``"groups"``: the list
+        schedule of groups; ``"segments"``: of the executor's segments), shape ``(N,)``."""
         from placement_gym.simulation.schedule import Schedule
+        from placement_gym.simulation.segment_schedule import SegmentSchedule
 
         model = apply_partition_costs(self.cost, self.coarse, costs)
-        return Schedule.build(model).run_batch(self.placements)[0]
+        build = SegmentSchedule.build if schedule == "segments" else Schedule.build
+        return build(model).run_batch(self.placements)[0]
 
     def properties(self) -> np.ndarray:
-        """:data:`PROPERTIES` of each placement, shape ``(N, 6)``."""
+        """:data:`PROPERTIES` of each placement, shape ``(N, 9)``: executor segments, the group schedule's
+        subgraphs (connected same-device parts), cut quotient edges, plain and blocked MB crossing devices,
+        the share of groups on ``cpu1``, and the op edges between devices that feed a Concat, an Add, a
+        MatMul."""
         from placement_gym.measured.segments import split_segments
         from placement_gym.simulation.partition_costs import split_edge_bytes
 
         plain, block = split_edge_bytes(self.coarse)
         src, dst = self.cost.edge_src, self.cost.edge_dst
+        ops = self.bench.ops
+        into = [np.array([t == kind for t in ops.op_types])[ops.edge_dst] for kind in CUT_INTO]  # (E_ops,)
         out = []
         for p in self.placements:
-            segments = len(split_segments(self.bench.ops, self.coarse.expand(p)))
+            op_device = self.coarse.expand(p)
+            op_cut = op_device[ops.edge_src] != op_device[ops.edge_dst]
+            segments = len(split_segments(ops, op_device))
             same = p[src] == p[dst]
             parent = np.arange(len(p))
             for a, b in zip(src[same].tolist(), dst[same].tolist()):
@@ -98,8 +114,18 @@ class ModelData:
             cut = ~same
             out.append(
                 [segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()]
+                + [int(np.count_nonzero(op_cut & kind)) for kind in into]
             )
         return np.array(out, dtype=np.float64)
+
+
+def split_halves(kinds: np.ndarray) -> np.ndarray:
+    """Every other placement of each kind, shape ``(N,)`` bool: two halves with the same mix of kinds for
+    cross-validation."""
+    half = np.zeros(len(kinds), dtype=bool)
+    for kind in np.unique(kinds):
+        half[np.flatnonzero(kinds == kind)[::2]] = True
+    return half
 
 
 def _root(parent: np.ndarray, g: int) -> int:
@@ -129,17 +155,34 @@ def _costs(x: np.ndarray, free: tuple[str, ...], base: PartitionCosts) -> Partit
     return PartitionCosts(**values)
 
 
-def shape_loss(models: list[ModelData], costs: PartitionCosts, run: int) -> float:
-    """Sum over models of the mean squared ``log(simulated / measured)`` after removing its median."""
+def shape_loss(
+    models: list[ModelData],
+    costs: PartitionCosts,
+    run: int,
+    schedule: str = "segments",
+    subset: list[np.ndarray] | None = None,
+) -> float:
+    """Sum over models of the mean squared ``log(simulated / measured)`` after removing its median (over
+    the placements ``subset[i]`` of model ``i`` if given, boolean ``(N,)``)."""
     total = 0.0
-    for m in models:
-        r = np.log(m.simulate(costs) / m.measured(run))
+    for i, m in enumerate(models):
+        r = np.log(m.simulate(costs, schedule) / m.measured(run))
+        if subset is not None:
+            r = r[subset[i]]
         total += float(np.mean((r - np.median(r)) ** 2))
     return total
 
 
-def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, run: int = 0) -> PartitionCosts:
-    """The ``free`` figures minimising :func:`shape_loss` on run ``run``; the rest from ``base``.
+def fit(
+    models: list[ModelData],
+    free: tuple[str, ...],
+    base: PartitionCosts,
+    run: int = 0,
+    schedule: str = "segments",
+    subset: list[np.ndarray] | None = None,
+) -> PartitionCosts:
+    """The ``free`` figures minimising :func:`shape_loss` on run ``run`` (and ``subset``); the rest from
+    ``base``.
 
     Starts from every corner of a small grid (each free figure at half and at twice its base value; an
     overhead that is ~0 starts at 10 us and 300 us; contention at 0.27 and 0.88) and keeps the best.
@@ -156,7 +199,7 @@ def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, ru
     best = None
     for x0 in itertools.product(*starts):
         res = minimize(
-            lambda x: shape_loss(models, _costs(x, free, base), run),
+            lambda x: shape_loss(models, _costs(x, free, base), run, schedule, subset),
             np.array(x0),
             method="Nelder-Mead",
             options={"maxiter": 400, "xatol": 1e-3, "fatol": 1e-8},
@@ -166,7 +209,9 @@ def fit(models: list[ModelData], free: tuple[str, ...], base: PartitionCosts, ru
     return _costs(best.x, free, base)
 
 
-def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
+def figures(
+    m: ModelData, simulated: np.ndarray, run: int, subset: np.ndarray | None = None
+) -> dict[str, Any]:
     """Spearman / MAPE (level-scaled) and relative MAPE per kind, of ``simulated`` against run ``run``.
 
     Relative: measured / the run's reference level (the drift-corrected ratio to the host reference, as
@@ -180,6 +225,8 @@ def figures(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in (None, *KINDS):
         sel = np.ones(len(measured), bool) if kind is None else m.kinds == kind
+        if subset is not None:
+            sel = sel & subset
         stats = compare(measured[sel], simulated[sel])
         rel = compare(measured[sel] / level, simulated[sel] / simulated[host])
         out["all" if kind is None else kind] = {**stats, "relative_mape": rel["mape"]}
@@ -193,15 +240,26 @@ def residual_repeat(m: ModelData, simulated: np.ndarray, a: int, b: int) -> floa
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def residual_table(m: ModelData, simulated: np.ndarray, run: int) -> dict[str, dict[str, float]]:
-    """Spearman of the residual ``log(measured / simulated)`` with each placement property."""
-    props = m.properties()
+def residual_table(
+    m: ModelData, simulated: np.ndarray, run: int, props: np.ndarray | None = None
+) -> dict[str, dict[str, float]]:
+    """Spearman of the residual ``log(measured / simulated)`` with each placement property (``props``:
+    :meth:`ModelData.properties`, computed if None), and of what is left of the residual once its linear
+    dependence on the segment count is removed (``partial``: what a property adds to the segment count)."""
+    props = m.properties() if props is None else props
     resid = np.log(m.measured(run) / simulated)
+    design = np.column_stack([props[:, 0], np.ones(len(resid))])
+    rest = resid - design @ np.linalg.lstsq(design, resid, rcond=None)[0]
+
+    def rho(x: np.ndarray, y: np.ndarray) -> float:
+        return float(spearmanr(x, y)[0]) if np.ptp(x) > 0 else float("nan")
+
     return {
         name: {
             "min": float(props[:, j].min()),
             "max": float(props[:, j].max()),
-            "spearman": float(spearmanr(props[:, j], resid)[0]),
+            "spearman": rho(props[:, j], resid),
+            "partial": rho(props[:, j], rest),
         }  # fmt: skip
         for j, name in enumerate(PROPERTIES)
     }
@@ -219,6 +277,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="figures to fit",
     )
     parser.add_argument("--models", nargs="+", default=None)
+    parser.add_argument(
+        "--schedule", choices=("groups", "segments"), default="segments",
+        help="simulate groups (the list schedule) or the executor's segments (the local platform's default)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("results/sim_fidelity"))
     args = parser.parse_args(argv)
     runs = [json.loads(p.read_text()) for p in [args.fit, *args.validate]]
@@ -234,21 +296,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for n in names
     ]
     base = platform_costs(models[0].platform)
-    fitted = fit(models, tuple(args.free), base)
+    schedule, free = args.schedule, tuple(args.free)
+    fitted = fit(models, free, base, 0, schedule)
+    halves = [split_halves(m.kinds) for m in models]
+    folds = [fit(models, free, base, 0, schedule, [h == k for h in halves]) for k in (True, False)]
     labels = [str(args.fit), *map(str, args.validate)]
     result: dict[str, Any] = {
         "fit_on": str(args.fit), "validate_on": [str(p) for p in args.validate], "free": args.free,
-        "platform_costs": base.as_dict(), "fitted_costs": fitted.as_dict(),
-        "loss": {"platform": shape_loss(models, base, 0), "fitted": shape_loss(models, fitted, 0)},
+        "schedule": schedule, "platform_costs": base.as_dict(), "fitted_costs": fitted.as_dict(),
+        "fold_costs": [f.as_dict() for f in folds],
+        "loss": {"platform": shape_loss(models, base, 0, schedule),
+                 "fitted": shape_loss(models, fitted, 0, schedule)},
         "models": {},
     }  # fmt: skip
-    for m in models:
-        before, after = m.simulate(base), m.simulate(fitted)
+    for m, even in zip(models, halves):
+        recorded = np.array([r["simulated"] for r in m.rows_by_run[0]], dtype=np.float64)
+        before, after = m.simulate(base, schedule), m.simulate(fitted, schedule)
+        # each half scored with the figures fitted on the other half (of the fit run)
+        held_out = np.where(even, m.simulate(folds[1], schedule), m.simulate(folds[0], schedule))
+        props = m.properties()
+        excess = props[:, 0] - props[:, 1]  # executor segments beyond the group schedule's subgraphs
         result["models"][m.name] = {
-            "residual_vs_properties": residual_table(m, before, 0),
-            "residual_vs_properties_fitted": residual_table(m, after, 0),
+            "segments_beyond_subgraphs": {k: float(excess[m.kinds == k].mean()) for k in KINDS},
+            "residual_vs_properties_recorded": residual_table(m, recorded, 0, props),
+            "residual_vs_properties": residual_table(m, before, 0, props),
+            "residual_vs_properties_fitted": residual_table(m, after, 0, props),
+            "recorded": [figures(m, recorded, i) for i in range(len(runs))],
             "before": [figures(m, before, i) for i in range(len(runs))],
             "after": [figures(m, after, i) for i in range(len(runs))],
+            "cross_validated": [
+                {
+                    "platform": [figures(m, before, i, h)["all"] for h in (even, ~even)],
+                    "held_out": [figures(m, held_out, i, h)["all"] for h in (even, ~even)],
+                }
+                for i in range(len(runs))
+            ],
             "residual_repeat": [
                 [residual_repeat(m, sim, 0, i) for i in range(1, len(runs))] for sim in (before, after)
             ],
@@ -280,8 +362,8 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         + (", ".join(f"`{x}`" for x in labels[1:]) or "nothing")
         + ". Command: `python -m experiments.sim_fidelity --fit "
         + labels[0]
-        + "".join(" --validate " + x for x in labels[1:2])
-        + "`.",
+        + (" --validate " + " ".join(labels[1:]) if labels[1:] else "")
+        + f" --schedule {result['schedule']}`.",
         "",
         "| figure | platform (micro-benchmark) | fitted |",
         "| --- | --- | --- |",
@@ -296,23 +378,48 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         f"Shape loss on the fit run (sum over models of the mean squared demedianed log residual): "
         f"{result['loss']['platform']:.5f} -> {result['loss']['fitted']:.5f}.",
         "",
-        "Spearman of the residual log(measured / simulated) with placement properties, fit run (platform "
-        "figures -> fitted):",
+        "Spearman of the residual log(measured / simulated) with placement properties, fit run (the simulator "
+        "the run recorded -> the platform's figures -> fitted):",
         "",
         "| model | " + " | ".join(PROPERTIES) + " |",
         "| --- |" + " --- |" * len(PROPERTIES),
     ]
     for name, res in result["models"].items():
-        a, b = res["residual_vs_properties"], res["residual_vs_properties_fitted"]
+        r, a, b = (res[f"residual_vs_properties{x}"] for x in ("_recorded", "", "_fitted"))
         lines.append(
             f"| {name} | "
-            + " | ".join(f"{a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}" for p in PROPERTIES)
+            + " | ".join(
+                f"{r[p]['spearman']:+.2f} -> {a[p]['spearman']:+.2f} -> {b[p]['spearman']:+.2f}"
+                for p in PROPERTIES
+            )
             + " |"
         )
     lines += [
         "",
-        "Simulator vs measured, before (platform figures) -> after (fitted): Spearman / MAPE / relative MAPE "
-        "(measured and simulated both relative to the all-on-host placement: drift-corrected).",
+        "The same, of what is left of the residual once its linear dependence on the segment count is "
+        "removed (platform figures; near 0: the property adds nothing to the segment count):",
+        "",
+        "| model | " + " | ".join(PROPERTIES[1:]) + " |",
+        "| --- |" + " --- |" * (len(PROPERTIES) - 1),
+    ]
+    for name, res in result["models"].items():
+        a = res["residual_vs_properties"]
+        lines.append(f"| {name} | " + " | ".join(f"{a[p]['partial']:+.2f}" for p in PROPERTIES[1:]) + " |")
+    lines += [
+        "",
+        "Executor segments beyond the group schedule's subgraphs (connected same-device parts), mean per "
+        "kind: "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{k} {v:.1f}" for k, v in res["segments_beyond_subgraphs"].items())
+            for name, res in result["models"].items()
+        )
+        + ".",
+    ]
+    lines += [
+        "",
+        f"Simulator vs measured, the simulator the run recorded -> the `{result['schedule']}` schedule with the "
+        "platform's figures -> with the fitted figures: Spearman / MAPE / relative MAPE (measured and "
+        "simulated both relative to the all-on-host placement: drift-corrected).",
         "",
         "| model | run | all | iid | blocks |",
         "| --- | --- | --- | --- | --- |",
@@ -321,16 +428,34 @@ def report(result: dict[str, Any], labels: list[str]) -> list[str]:
         for i, label in enumerate(labels):
             cells = []
             for kind in ("all", *KINDS):
-                b, a = res["before"][i][kind], res["after"][i][kind]
                 cells.append(
-                    f"{fmt(b['spearman'])} / {fmt(b['mape'], True)} / {fmt(b['relative_mape'], True)} -> "
-                    f"{fmt(a['spearman'])} / {fmt(a['mape'], True)} / {fmt(a['relative_mape'], True)}"
+                    " -> ".join(
+                        f"{fmt(f['spearman'])} / {fmt(f['mape'], True)} / {fmt(f['relative_mape'], True)}"
+                        for f in (res["recorded"][i][kind], res["before"][i][kind], res["after"][i][kind])
+                    )
                 )
             lines.append(
                 f"| {name} | {'fit' if i == 0 else 'validate'} `{Path(label).stem}` | "
                 + " | ".join(cells)
                 + " |"
             )
+    lines += [
+        "",
+        "Cross-validated over placements: the figures fitted on one half of the fit run's placements (every "
+        "other placement of each kind) score the other half, and vice versa (Spearman / relative MAPE of "
+        "each held-out half; the platform's figures on the same halves beside them):",
+        "",
+        "| model | run | platform (half A / half B) | fitted on the other half (A / B) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, res in result["models"].items():
+        for i, label in enumerate(labels):
+            cv = res["cross_validated"][i]
+            cells = [
+                " / ".join(f"{fmt(f['spearman'])}, {fmt(f['relative_mape'], True)}" for f in cv[key])
+                for key in ("platform", "held_out")
+            ]
+            lines.append(f"| {name} | `{Path(label).stem}` | " + " | ".join(cells) + " |")
     if labels[1:]:
         lines += [
             "",

@@ -53,9 +53,10 @@ Targets (issue #13): self-agreement >= 0.95 overall and >= 0.85 on blocks; simul
 ``--runs N`` repeats the whole comparison N times (``--gap`` seconds apart) and compares them;
 ``--compare A.json B.json ...`` compares runs made earlier (agree: Spearman within 0.03, MAPE within 3
 points; judged on the level-scaled and on the relative MAPE). ``--rescore A.json`` recomputes a stored
-run's figures from its rows without measuring (with ``--costs F.json``, re-simulated with the
-segment-boundary figures fitted by :mod:`experiments.sim_fidelity`). Results: ``<out>.json`` (replayable rows: placement, every replicate, CI, load, versions) and
-``<out>.md``.
+run's figures from its rows without measuring (with ``--schedule groups|segments``, re-simulated with that
+schedule and this machine's ``local`` platform figures; with ``--costs F.json``, with the
+segment-boundary figures fitted by :mod:`experiments.sim_fidelity`). Results: ``<out>.json`` (replayable
+rows: placement, every replicate, CI, load, versions) and ``<out>.md``.
 
 Example:
     python -m experiments.sim_vs_measured --models resnet50 bert inception_v3 --out results/sim_vs_measured
@@ -272,14 +273,19 @@ def full_summary(
     return summary
 
 
-def rescore(payload: dict[str, Any], costs: Path | None = None) -> dict[str, Any]:
+def rescore(
+    payload: dict[str, Any], costs: Path | None = None, schedule: str | None = None
+) -> dict[str, Any]:
     """Recompute a stored run's figures from its rows, without measuring.
 
     Args:
         payload: A run's ``<out>.json``.
         costs: A :class:`~placement_gym.simulation.partition_costs.PartitionCosts` JSON (e.g. from
             ``experiments.sim_fidelity``): re-simulate every placement with these segment-boundary figures
-            (stored profiles, not re-timed); None keeps the stored simulated latencies.
+            (stored profiles, not re-timed).
+        schedule: ``"groups"`` or ``"segments"``: re-simulate every placement with this schedule (and
+            ``costs``, else the ``local`` platform's figures on this machine: what the simulator gives
+            today). With neither, the stored simulated latencies are kept.
 
     Returns:
         The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how.
@@ -297,22 +303,26 @@ def rescore(payload: dict[str, Any], costs: Path | None = None) -> dict[str, Any
             for row, segments in zip(rows, segment_counts(bench, coarse, placements)):
                 row["segments"] = segments
         meta = dict(res.get("cost_model", {}))
-        if fitted is not None:
-            from experiments.sim_fidelity import ModelData
+        if fitted is not None or schedule is not None:
+            from experiments.sim_fidelity import ModelData, platform_costs
 
             data = ModelData(
                 name, payload["meta"]["command"]["level"], [rows], [res["summary"].get("reference_level")]
             )
-            for row, lat in zip(rows, data.simulate(fitted)):
+            figures = fitted if fitted is not None else platform_costs(data.platform)
+            # without a schedule, --costs keeps the group schedule the fitted figures were first made for
+            for row, lat in zip(rows, data.simulate(figures, schedule or "groups")):
                 row["simulated"] = float(lat) if np.isfinite(lat) else None
-            meta["partition_costs"] = fitted.as_dict()
+            meta["partition_costs"] = figures.as_dict()
+            meta["schedule"] = schedule or "groups"
         old = res["summary"]
         summary = full_summary(rows, payload["meta"]["command"]["replicates"], old.get("reference_level"))
         keep = ("groups", "load_before", "load_after", "wall_seconds", "profile", "profile_warnings")
         summary.update({k: old[k] for k in keep if k in old})
         models[name] = {"summary": summary, "rows": rows, "cost_model": meta}
     meta = {**payload["meta"], "rescored": {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                                            "costs": str(costs) if costs else None}}  # fmt: skip
+                                            "costs": str(costs) if costs else None,
+                                            "schedule": schedule}}  # fmt: skip
     return {"meta": meta, "models": models}
 
 
@@ -376,6 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--costs", type=Path, default=None,
         help="with --rescore: re-simulate with these segment-boundary figures (experiments.sim_fidelity)",
     )  # fmt: skip
+    parser.add_argument(
+        "--schedule", choices=("groups", "segments"), default=None,
+        help="with --rescore: re-simulate with this schedule (and --costs, else the platform's figures)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("results/sim_vs_measured"))
     return parser
 
@@ -386,15 +400,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.rescore:
-        payload = rescore(json.loads(args.rescore.read_text()), args.costs)
+        payload = rescore(json.loads(args.rescore.read_text()), args.costs, args.schedule)
         rest = argv if argv is not None else sys.argv[1:]
         payload["meta"]["rescored"]["argv"] = "python -m experiments.sim_vs_measured " + " ".join(rest)
         lines = report_lines(payload["models"], payload["meta"])
         write(args.out, payload, lines)
         print("\n".join(lines))
         return payload
-    if args.costs is not None:
-        parser.error("--costs only applies with --rescore")
+    if args.costs is not None or args.schedule is not None:
+        parser.error("--costs and --schedule only apply with --rescore")
     if args.compare:
         runs = [json.loads(p.read_text()) for p in args.compare]
         summary, lines = compare_runs(runs, [str(p) for p in args.compare])

@@ -182,6 +182,9 @@ class DevicePlacementEnv(gym.Env):
       instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
     * ``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``: initial version.
     * ``DevicePlacement-<model>-model_parallel-sim-v0``: initial version.
+    * Unregistered ``platform="local", backend="simulated"``: simulates the partitioned executor's segments
+      (:mod:`placement_gym.simulation.segment_schedule`) with the executor's boundary figures, no longer
+      the list schedule of groups; ``backend_kwargs={"schedule": "groups"}`` gives the old one.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}

@@ -95,9 +95,16 @@ def boundary_slope(boundaries: np.ndarray, times: np.ndarray) -> float:
 
 
 def measure_chain(
-    kind: str, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25
+    kind: str,
+    ks: tuple[int, ...] = (1, 2, 4, 8),
+    layers: int = 8,
+    runs: int = 25,
+    platform: Any = None,
 ) -> dict[str, Any]:
     """Median run time of chain ``kind`` cut into each ``k`` of ``ks`` blocks, and its slope per boundary.
+
+    ``platform``: the two virtual CPUs to run on (default: ``load_platform("local")``; the ``local``
+    platform passes its own devices while it is being built).
 
     Returns:
         ``{"ks", "times"`` (seconds per k), ``"slope"`` (seconds per boundary), ``"tensor_bytes"}``.
@@ -110,7 +117,7 @@ def measure_chain(
 
     model = chain_model(kind, layers)
     graph = graph_from_ov(model)
-    platform = load_platform("local")
+    platform = platform if platform is not None else load_platform("local")
     if platform.num_devices != 2 or platform.devices[0].ov_device != platform.devices[1].ov_device:
         raise BackendError("the boundary micro-benchmark needs the two virtual CPUs of a CPU-only machine")
     shape = CHAINS[kind][0]
@@ -139,9 +146,10 @@ def measure_chain(
 
 
 def measure_boundary_costs(
-    ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25
+    ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25, platform: Any = None
 ) -> dict[str, Any]:
-    """Each chain of :data:`CHAINS` measured by :func:`measure_chain`, and the figures they give.
+    """Each chain of :data:`CHAINS` measured by :func:`measure_chain` (on ``platform``), and the figures
+    they give.
 
     Returns:
         ``{"chains": {kind: measure_chain(...)}, "fixed"`` (s per boundary), ``"bandwidth"``,
@@ -149,7 +157,7 @@ def measure_boundary_costs(
         ``"load_before", "load_after"}``.
     """
     load_before = os.getloadavg()[0]
-    chains = {kind: measure_chain(kind, ks, layers, runs) for kind in CHAINS}
+    chains = {kind: measure_chain(kind, ks, layers, runs, platform) for kind in CHAINS}
     fixed = max(chains["tiny"]["slope"], 0.0)
 
     def rate(kind: str) -> float:
@@ -166,9 +174,9 @@ def measure_boundary_costs(
     }
 
 
-def boundary_costs(force: bool = False) -> dict[str, Any]:
-    """:func:`measure_boundary_costs`, stored once per machine fingerprint and OpenVINO version (``force``
-    re-measures)."""
+def boundary_costs(force: bool = False, platform: Any = None) -> dict[str, Any]:
+    """:func:`measure_boundary_costs` (on ``platform``, default the ``local`` one), stored once per machine
+    fingerprint and OpenVINO version (``force`` re-measures)."""
     import openvino as ov
 
     from placement_gym.cache import cached_entry
@@ -179,7 +187,8 @@ def boundary_costs(force: bool = False) -> dict[str, Any]:
     key = f"boundaries-v{BOUNDARY_VERSION}-{digest}-ov{ov.__version__.split('-')[0]}"
 
     def write(directory: Path) -> dict[str, Any]:
-        (directory / "boundaries.json").write_text(json.dumps(measure_boundary_costs(), indent=1))
+        record = measure_boundary_costs(platform=platform)
+        (directory / "boundaries.json").write_text(json.dumps(record, indent=1))
         return {"fingerprint": fingerprint, "openvino": ov.get_version()}
 
     directory, _ = cached_entry("platform", key, write, force=force)

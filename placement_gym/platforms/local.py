@@ -15,11 +15,13 @@ Built from ``openvino.Core().available_devices`` when first asked for:
   the GPU plugin's native precision) and an ``npu`` (f16).
 
 Links between virtual CPU devices are segment boundaries inside one process. Their figures are measured
-once per machine and OpenVINO version and cached (``<cache>/platform/local-...``): as the fixed cost the
-time of a small copy, and as bandwidths what a boundary really costs when a chain of layers is split into
-two compiled models, for plain-layout tensors (matrix products) and for the blocked layouts the CPU
-plugin keeps convolution activations in (reordered to plain and back at a boundary: several times slower
-than a ``memcpy``, see :class:`~placement_gym.platforms.Link`). The same measurement gives each virtual CPU's ``invoke_overhead``,
+once per machine and OpenVINO version and cached (``<cache>/platform/local-...`` and
+``<cache>/platform/boundaries-...``): what a boundary costs when the partitioned executor runs chains of
+layers cut into 1-8 segments (:func:`executor_boundary_link`; the fixed cost beyond a segment start, and
+the rates for plain-layout tensors and for the blocked layouts the CPU plugin keeps convolution
+activations in, reordered to plain and back at a boundary, see :class:`~placement_gym.platforms.Link`).
+With accelerators, the links keep the older figures: a small copy's time, and a chain split into two
+compiled models run back to back. The same measurement gives each virtual CPU's ``invoke_overhead``,
 what every extra subgraph costs: the time of one ``start_async`` -> completion callback -> queue handoff of
 a one-op model, which is how the partitioned executor of the measured backend starts each segment. Last,
 two 1-thread models of convolutions run at once against one alone give the speed-up ``s`` the two
@@ -292,6 +294,32 @@ def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> lis
     ]
 
 
+def executor_boundary_link(figures: dict[str, float], platform: Platform) -> Link:
+    """The link between the virtual CPUs of ``platform`` as the partitioned executor crosses it: the
+    segment-boundary micro-benchmark (:func:`~placement_gym.measured.boundary_costs.boundary_costs`, chains
+    cut into 1-8 segments and run by the executor itself, measured once per machine and OpenVINO version).
+
+    Its fixed cost per boundary is one segment start (the devices' ``invoke_overhead``) plus the link's
+    latency, so the latency is the rest (at least a small copy's); its bandwidths are the plain- and
+    blocked-layout rates of the chains (a copy's bandwidth where a boundary cost no more than its fixed
+    part). These are the figures the segment schedule
+    (:mod:`placement_gym.simulation.segment_schedule`) was validated with.
+    """
+    from placement_gym.measured.boundary_costs import boundary_costs
+
+    record = boundary_costs(platform=platform)
+
+    def rate(key: str) -> float:
+        value = float(record[key])
+        return value if np.isfinite(value) and value > 0 else figures["copy_bandwidth"]
+
+    return Link(
+        latency=max(float(record["fixed"]) - figures["invoke_overhead"], figures["copy_latency"]),
+        bandwidth=rate("bandwidth"),
+        blocked_bandwidth=rate("blocked_bandwidth"),
+    )
+
+
 @lru_cache(maxsize=1)
 def local_platform() -> Platform:
     """The platform of this machine's OpenVINO devices (see the module docstring).
@@ -311,16 +339,12 @@ def local_platform() -> Platform:
         blocked_bandwidth=figures["blocked_boundary_bandwidth"],
     )
     if not accelerators:
-        devices = _virtual_cpus(figures, ghz, flags)
-        links = {(0, 1): cpu_link, (1, 0): cpu_link}
-        return Platform(
-            name="local",
-            description=f"two 1-thread virtual CPU devices (f32) on {name}",
-            devices=tuple(devices),
-            links=links,
-            host=0,
-            sources=("measured on this machine by placement_gym.platforms.local",),
-        )
+        devices = tuple(_virtual_cpus(figures, ghz, flags))
+        description = f"two 1-thread virtual CPU devices (f32) on {name}"
+        sources = ("measured on this machine by placement_gym.platforms.local",)
+        first = Platform("local", description, devices, {(0, 1): cpu_link, (1, 0): cpu_link}, 0, sources)
+        link = executor_boundary_link(figures, first)
+        return Platform("local", description, devices, {(0, 1): link, (1, 0): link}, 0, sources)
     cores = os.cpu_count() or 1
     cpu = Device(
         name="cpu",

@@ -2,8 +2,17 @@
 
 Costs come from :class:`~placement_gym.simulation.cost_model.CostModel` (real per-layer profiles for the
 ``local`` platform's devices, datasheet rooflines elsewhere); the latency of a placement is the makespan of
-the event-driven list schedule in :mod:`placement_gym.simulation.schedule` (per-device and per-link queues,
-transfers overlapping compute, inputs from and results to the host, a peak-memory check). The same
+an event-driven schedule (``schedule=``):
+
+* ``"groups"``: the list schedule of single groups in :mod:`placement_gym.simulation.schedule`
+  (per-device and per-link queues, transfers overlapping compute, inputs from and results to the host);
+* ``"segments"``: the schedule of the same-device segments the measured backend's partitioned executor
+  compiles and runs (:mod:`placement_gym.simulation.segment_schedule`; boundaries paid by the segments'
+  devices);
+* ``"auto"`` (default): ``"segments"`` on the ``local`` platform, whose placements the partitioned
+  executor measures, ``"groups"`` elsewhere.
+
+Both check peak memory the same way. The same
 placement always gets the same latency, so the backend is deterministic and caches results in a bounded
 LRU keyed by the placement's bytes.
 
@@ -27,11 +36,13 @@ import numpy as np
 from placement_gym.backends.base import LatencyBackend, LatencyResult
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
-from placement_gym.errors import BackendError
+from placement_gym.errors import BackendError, UnknownNameError
 from placement_gym.platforms import Platform
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
+from placement_gym.simulation.segment_schedule import SegmentSchedule
 
+SCHEDULES = ("auto", "groups", "segments")
 DEFAULT_CACHE_SIZE = 2**16
 #: Reason of a NaN simulated latency: a broken cost model, never cached so that it cannot stick.
 NAN_REASON = "simulated latency is NaN (the cost model has a NaN cost)"
@@ -51,10 +62,16 @@ class SimulatedBackend(LatencyBackend):
             65,536 entries hold about 170 MB (``python -m experiments.bench_memory``).
         cost_model: Use this cost model instead of building one (it must match ``graph`` and
             ``platform``); for hand-built problems and for sharing one model between backends.
+        schedule: ``"auto"``, ``"groups"`` or ``"segments"`` (see the module docstring).
 
     Attributes:
         cost_model: The :class:`CostModel` every evaluation uses.
-        schedule: The placement-independent schedule arrays.
+        schedule: The placement-independent schedule arrays (a :class:`Schedule` or a
+            :class:`SegmentSchedule`).
+        schedule_kind: ``"groups"`` or ``"segments"``.
+
+    Raises:
+        UnknownNameError: For an unknown ``schedule``.
     """
 
     name = "simulated"
@@ -69,8 +86,11 @@ class SimulatedBackend(LatencyBackend):
         profile: str = "auto",
         cache_size: int = DEFAULT_CACHE_SIZE,
         cost_model: CostModel | None = None,
+        schedule: str = "auto",
     ) -> None:
         super().__init__(benchmark, graph, platform)
+        if schedule not in SCHEDULES:
+            raise UnknownNameError("schedule", schedule, SCHEDULES)
         if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 0:
             raise BackendError(f"cache_size must be an integer >= 0, got {cache_size!r}")
         if cost_model is None:
@@ -81,7 +101,12 @@ class SimulatedBackend(LatencyBackend):
                 f"graph/platform have {graph.num_groups} x {platform.num_devices}"
             )
         self.cost_model = cost_model
-        self.schedule = Schedule.build(cost_model)
+        if schedule == "auto":
+            schedule = "segments" if platform.name == "local" else "groups"
+        self.schedule_kind = schedule
+        self.schedule: Schedule | SegmentSchedule = (
+            SegmentSchedule.build(cost_model) if schedule == "segments" else Schedule.build(cost_model)
+        )
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[bytes, LatencyResult] = OrderedDict()
         self.hits = 0

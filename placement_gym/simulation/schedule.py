@@ -45,31 +45,23 @@ def _find(parent: np.ndarray, g: int) -> int:
 
 
 @numba.njit(cache=True)
-def _simulate(
+def _memory_overflow(
     dev: np.ndarray,  # (G,) int64: device of each group
-    order: np.ndarray,  # (G,) int64: groups in priority order
-    pos: np.ndarray,  # (G,) int64: position of each group in ``order``
-    pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
-    pred_src: np.ndarray,  # (E,) int64: source group of each incoming edge, grouped by destination
+    pos: np.ndarray,  # (G,) int64: position of each group in the schedule order
+    pred_ptr: np.ndarray,  # (G+1,) int64
+    pred_src: np.ndarray,  # (E,) int64
     pred_bytes: np.ndarray,  # (E,) float64
-    last_use: np.ndarray,  # (G,) int64: position after which a group's output is freed
-    compute: np.ndarray,  # (G, D) float64
-    latency: np.ndarray,  # (D, D) float64
-    inv_bw: np.ndarray,  # (D, D) float64, 0 on the diagonal
-    invoke: np.ndarray,  # (D,) float64
-    host: int,
+    last_use: np.ndarray,  # (G,) int64
     input_bytes: np.ndarray,  # (G,) float64
-    result_bytes: np.ndarray,  # (G,) float64
     param_bytes: np.ndarray,  # (G,) float64
     out_bytes: np.ndarray,  # (G,) float64
     capacity: np.ndarray,  # (D,) float64
-    contention: np.ndarray,  # (D, D) float64
-    prepaid: np.ndarray,  # (G,) int64: device on which the group's subgraph is already started, or -1
-) -> tuple[float, int, float]:
-    """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
+) -> tuple[int, float]:
+    """(first device whose peak memory exceeds its capacity or -1, that peak in bytes) of placement ``dev``
+    (the memory rule of the module docstring)."""
     n_groups = dev.shape[0]
     n_dev = capacity.shape[0]
-    # ---- memory: difference arrays over schedule positions, per device
+    # difference arrays over schedule positions, per device
     live = np.zeros((n_dev, n_groups + 1))
     weights = np.zeros(n_dev)
     for g in range(n_groups):
@@ -94,7 +86,40 @@ def _simulate(
             if run > peak:
                 peak = run
         if peak > capacity[d]:
-            return np.inf, d, peak
+            return d, peak
+    return -1, 0.0
+
+
+@numba.njit(cache=True)
+def _simulate(
+    dev: np.ndarray,  # (G,) int64: device of each group
+    order: np.ndarray,  # (G,) int64: groups in priority order
+    pos: np.ndarray,  # (G,) int64: position of each group in ``order``
+    pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
+    pred_src: np.ndarray,  # (E,) int64: source group of each incoming edge, grouped by destination
+    pred_bytes: np.ndarray,  # (E,) float64
+    last_use: np.ndarray,  # (G,) int64: position after which a group's output is freed
+    compute: np.ndarray,  # (G, D) float64
+    latency: np.ndarray,  # (D, D) float64
+    inv_bw: np.ndarray,  # (D, D) float64, 0 on the diagonal
+    invoke: np.ndarray,  # (D,) float64
+    host: int,
+    input_bytes: np.ndarray,  # (G,) float64
+    result_bytes: np.ndarray,  # (G,) float64
+    param_bytes: np.ndarray,  # (G,) float64
+    out_bytes: np.ndarray,  # (G,) float64
+    capacity: np.ndarray,  # (D,) float64
+    contention: np.ndarray,  # (D, D) float64
+    prepaid: np.ndarray,  # (G,) int64: device on which the group's subgraph is already started, or -1
+) -> tuple[float, int, float]:
+    """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
+    n_groups = dev.shape[0]
+    n_dev = capacity.shape[0]
+    over, peak = _memory_overflow(
+        dev, pos, pred_ptr, pred_src, pred_bytes, last_use, input_bytes, param_bytes, out_bytes, capacity
+    )
+    if over >= 0:
+        return np.inf, over, peak
     # ---- subgraphs: connected components of same-device edges
     parent = np.arange(n_groups)
     for t in range(n_groups):

@@ -80,3 +80,32 @@ def test_residual_repeat_tells_structure_from_noise(tiny_data):
     )
     assert sim_fidelity.residual_repeat(two, sim, 0, 1) == pytest.approx(1.0)
     assert abs(sim_fidelity.residual_repeat(two, sim, 0, 2)) < 0.5
+
+
+@pytest.mark.parametrize("schedule", ["groups", "segments"])
+def test_fit_recovers_the_figures_under_either_schedule(tiny_data, schedule):
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    truth = dataclasses.replace(base, transfer_latency=2e-4)
+    rows = [
+        {**r, "measured": float(m)}
+        for r, m in zip(tiny_data.rows_by_run[0], tiny_data.simulate(truth, schedule))
+    ]
+    data = sim_fidelity.ModelData("tiny_cnn", "fused", [rows])
+    data.cost = tiny_data.cost
+    fitted = sim_fidelity.fit([data], ("transfer_latency",), base, 0, schedule)
+    assert fitted.transfer_latency == pytest.approx(2e-4, rel=0.05)
+
+
+def test_the_two_schedules_differ_on_split_placements(tiny_data):
+    base = sim_fidelity.platform_costs(tiny_data.platform)
+    groups, segments = tiny_data.simulate(base, "groups"), tiny_data.simulate(base, "segments")
+    assert np.allclose(groups[:2], segments[:2], rtol=0.01)  # one device: one segment, one subgraph
+    assert not np.allclose(groups[2:], segments[2:], rtol=0.01)
+
+
+def test_halves_split_every_kind():
+    kinds = np.array(["single", "single"] + ["iid", "blocks"] * 5)
+    half = sim_fidelity.split_halves(kinds)
+    for kind in ("single", "iid", "blocks"):
+        sel = kinds == kind
+        assert abs(int(half[sel].sum()) - int((~half[sel]).sum())) <= 1

@@ -81,6 +81,13 @@ def test_tiny_end_to_end_run_and_compare(tmp_path, capsys):
     split = [r for r, old in zip(rows_again, rows) if r["kind"] != "single"]
     assert all(r["simulated"] >= 0.01 for r in split if any(r["placement"]) and not all(r["placement"]))
     assert [r["measured"] for r in rows_again] == [r["measured"] for r in rows]
+    # the run recorded the default simulator (segments on local): re-simulating it gives the same latencies
+    same = svm.main(
+        ["--rescore", str(out.with_suffix(".json")), "--schedule", "segments", "--out", str(tmp_path / "s")]
+    )
+    resimulated = [r["simulated"] for r in same["models"]["tiny_cnn"]["rows"]]
+    assert resimulated == pytest.approx([r["simulated"] for r in rows], rel=1e-9)
+    assert same["meta"]["rescored"]["schedule"] == "segments"
 
 
 def test_calibrate_redoes_one_profile_per_distinct_device(tmp_path, monkeypatch, capsys):
@@ -186,6 +193,8 @@ def test_rescore_needs_no_measurement_and_keeps_the_figures(tmp_path):
     assert s["wall_seconds"] == 3.0 and out["meta"]["rescored"]["costs"] is None
     with pytest.raises(SystemExit):
         svm.main(["--costs", str(stored)])  # --costs without --rescore
+    with pytest.raises(SystemExit):
+        svm.main(["--schedule", "segments"])  # --schedule without --rescore
 
 
 def test_noise_by_segments_finds_noise_that_grows_with_segments():
