@@ -146,17 +146,7 @@ def fit_scorer(
     else:
         yt = torch.tensor(change >= -IMPROVES, dtype=torch.float32)[:, None]  # 1: no improvement
         loss_fn = torch.nn.functional.binary_cross_entropy_with_logits
-    net = torch.nn.Sequential(
-        torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-        torch.nn.Linear(hidden, 1),
-    )  # fmt: skip
-    if init is not None:
-        if len(init.layers) != 3 or init.layers[0][0].shape[1] != hidden:
-            raise PlacementGymError(f"can only fine-tune a 3-layer scorer of width {hidden}")
-        with torch.no_grad():
-            for m, (w, b) in zip([m for m in net if isinstance(m, torch.nn.Linear)], init.layers):
-                m.weight.copy_(torch.tensor(w.T))
-                m.bias.copy_(torch.tensor(b))
+    net = torch_mlp(x.shape[1], hidden, init)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     loss = torch.tensor(0.0)
@@ -168,12 +158,38 @@ def fit_scorer(
             opt.step()
     with torch.no_grad():
         final = float(loss_fn(net(xt), yt))
-    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    return from_torch(net, mean, std), final
+
+
+def torch_mlp(inputs: int, hidden: int, init: MoveScorer | None = None):
+    """The torch module of a :class:`MoveScorer` (``inputs -> hidden -> hidden -> 1``), from ``init``'s
+    weights if given."""
+    import torch
+
+    net = torch.nn.Sequential(
+        torch.nn.Linear(inputs, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+        torch.nn.Linear(hidden, 1),
+    )  # fmt: skip
+    if init is not None:
+        if len(init.layers) != 3 or init.layers[0][0].shape[1] != hidden:
+            raise PlacementGymError(f"can only start from a 3-layer scorer of width {hidden}")
+        with torch.no_grad():
+            for m, (w, b) in zip([m for m in net if isinstance(m, torch.nn.Linear)], init.layers):
+                m.weight.copy_(torch.tensor(w.T))
+                m.bias.copy_(torch.tensor(b))
+    return net
+
+
+def from_torch(net, mean: np.ndarray, std: np.ndarray) -> MoveScorer:
+    """The numpy :class:`MoveScorer` of a module made by :func:`torch_mlp`."""
+    import torch
+
     layers = [
         (m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy().copy())
-        for m in linears
+        for m in net
+        if isinstance(m, torch.nn.Linear)
     ]
-    return MoveScorer(layers, mean, std), final
+    return MoveScorer(layers, mean, std)
 
 
 class FineTuningScorer:

@@ -37,6 +37,9 @@ class MoveRanker(Protocol):
 
 #: Called as ``fn(features (B, F), relative change (B,))`` after each evaluated batch of moves.
 Recorder = Callable[[np.ndarray, np.ndarray], None]
+#: Called as ``fn(placement (G,), latency, moves, features (M, F))`` at every placement whose moves are
+#: ranked (offline training labels the whole neighbourhood there).
+Visitor = Callable[[np.ndarray, float, Moves, np.ndarray], None]
 
 
 def start_placements(tracker: BudgetTracker, allowed: np.ndarray) -> np.ndarray:
@@ -56,6 +59,7 @@ def guided_search(
     batch_size: int = 8,
     kick: int = 2,
     recorder: Recorder | None = None,
+    visitor: Visitor | None = None,
 ) -> dict[str, int]:
     """Run the search until ``tracker``'s budget is spent (or no unseen placement is reachable).
 
@@ -88,6 +92,8 @@ def guided_search(
         if features is None:
             order = rng.permutation(len(moves))
         else:
+            if visitor is not None:
+                visitor(current, latency, moves, features)
             scores = ranker.scores(features, moves)
             order = np.lexsort((rng.random(len(moves)), scores, retry))  # untried first, random tie-break
         cursor, improved = 0, False
