@@ -27,8 +27,9 @@ import numpy as np
 
 from agents.base import BudgetTracker
 from agents.learned.listwise import Neighbourhoods, fit_listwise, sample_neighbourhood
-from agents.learned.moves import Moves
-from agents.learned.scorer import PRETRAINED, MoveScorer, fit_scorer
+from agents.baselines.common import allowed_devices
+from agents.learned.moves import MoveFeaturizer, Moves, branch_sets, propose, twin_classes
+from agents.learned.scorer import IMPROVES, PRETRAINED, MoveScorer, fit_scorer
 from agents.learned.search import CostRanker, NoisyRanker, guided_search
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform, resolve_memory
@@ -92,9 +93,12 @@ def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np
 
 
 def collect_neighbourhoods(
-    problems, ranker_of, budget: int, seed: int, negatives: int
+    problems, ranker_of, budget: int, seed: int, negatives: int, descend: int = 0, descents: int = 1
 ) -> tuple[Neighbourhoods, int, int]:
-    """Run one episode per problem and simulate every move of each placement it ranks.
+    """Run one episode per problem and simulate every move of each placement it ranks; then ``descents``
+    best-improvement descents of up to ``descend`` steps on those simulations, from the episode's best
+    placement and from kicked copies of it (every step's placement labelled too: the near-local-optimum
+    placements where few moves improve and the ranking's precision matters most).
 
     Returns:
         ``(neighbourhoods, search evaluations, simulated moves)``; of each placement every improving move
@@ -107,7 +111,7 @@ def collect_neighbourhoods(
         sample_rng = np.random.default_rng([seed, i, 1])
         schedule = problem.backend.schedule
 
-        def visit(placement: np.ndarray, latency: float, moves: Moves, features: np.ndarray) -> None:
+        def visit(placement: np.ndarray, latency: float, moves: Moves, features: np.ndarray) -> np.ndarray:
             nonlocal simulated
             after = np.where(moves.members, moves.target[:, None], placement[None, :])
             lat, over, _ = schedule.run_batch(after)
@@ -115,11 +119,33 @@ def collect_neighbourhoods(
             simulated += len(moves)
             f, c, w = sample_neighbourhood(features, change, negatives, sample_rng)
             parts.append(Neighbourhoods(f, c, w, np.zeros(len(c), dtype=np.int64)))
+            return change
 
         tracker = BudgetTracker(problem, budget)
         guided_search(tracker, ranker_of(rng), rng, batch_size=4, visitor=visit)
         evaluations += tracker.used
         tracker.detach()
+        best = tracker.best_placement
+        cost = problem.cost_model()
+        allowed, featurizer = allowed_devices(problem), MoveFeaturizer(cost)
+        classes, branches = twin_classes(cost), branch_sets(cost)
+        for k in range(descents if descend and best is not None else 0):
+            current = best.copy()
+            if k:  # a kicked start: two random moves away from the best placement
+                for _ in range(2):
+                    moves = propose(current, allowed, classes, branches)
+                    current = moves.apply(current, int(sample_rng.integers(len(moves))))
+            lat, over, _ = schedule.run_batch(current[None, :])
+            if over[0] >= 0 or not np.isfinite(lat[0]):
+                continue
+            latency = float(lat[0])
+            for _ in range(descend):
+                moves = propose(current, allowed, classes, branches)
+                change = visit(current, latency, moves, featurizer.features(current, latency, moves))
+                step = int(np.argmin(change))
+                if change[step] >= -IMPROVES:
+                    break
+                current, latency = moves.apply(current, step), latency * (1.0 + change[step])
     return Neighbourhoods.concatenate(parts), evaluations, simulated
 
 
@@ -188,7 +214,7 @@ def train_listwise(args: argparse.Namespace, problems: list) -> tuple[MoveScorer
         base = scorer if scorer is not None else CostRanker()
         data, n, sim = collect_neighbourhoods(
             problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r,
-            args.negatives,
+            args.negatives, args.descend, args.descents,
         )  # fmt: skip
         parts.append(data)
         evaluations += n
@@ -223,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objective", choices=("improve", "mse", "listwise"), default="improve")
     parser.add_argument("--negatives", type=int, default=512, help="listwise: non-improving moves kept per placement")
+    parser.add_argument("--descend", type=int, default=0, help="listwise: descent steps after each episode")
+    parser.add_argument("--descents", type=int, default=1, help="listwise: descents per episode (kicked)")
     parser.add_argument("--temperature", type=float, default=0.5, help="listwise: target temperature")
     parser.add_argument("--epochs", type=int, default=None, help="passes over the data (default 60, listwise 30)")
     parser.add_argument(

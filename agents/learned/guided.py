@@ -14,10 +14,12 @@ What is learned and what is search:
   a queue-free latency estimate of the whole placement). It is trained
   offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
   randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
-  A second scorer, fitted on those moves plus the moves of a run that also trains on the memory-bound
-  ``model-parallel`` platform, ships in ``agents/learned/pretrained-memory``; by default the method takes
-  it when memory binds (:func:`memory_binds`: no device can hold all the weights) and the first one
-  otherwise (a hard gate on one platform descriptor: each scorer alone trades one platform for the other).
+  A second scorer of the same size, trained *listwise* (:mod:`agents.learned.listwise`: every move of each
+  placement the training episodes rank is simulated, and the scorer learns to put the best improving ones
+  first) on the same platforms plus the memory-bound ``model-parallel``, ships in
+  ``agents/learned/pretrained-memory``; by default the method takes it when memory binds
+  (:func:`memory_binds`: no device can hold all the weights) and the first one otherwise (a hard gate on
+  one platform descriptor: each scorer alone trades one platform for the other).
   Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
   pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single

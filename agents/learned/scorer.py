@@ -1,8 +1,10 @@
 """The learned move scorer: a small MLP from :data:`~agents.learned.moves.MOVE_FEATURES` to the relative
 latency change a move will cause, and its safe file format.
 
-Training is supervised regression on moves the simulator evaluated during improvement episodes
-(:mod:`experiments.train_guided`): the target is ``clip(new / old - 1, -CLIP, CLIP) / CLIP``. Inference
+Training (:mod:`experiments.train_guided`) is supervised on moves the simulator evaluated during improvement
+episodes: :func:`fit_scorer` classifies "does the move improve?" (or regresses the clipped change), and
+:func:`agents.learned.listwise.fit_listwise` ranks every move of a placement. Lower scores are tried first.
+Inference
 runs in numpy (no torch import), so scoring a few thousand moves takes well under a millisecond per move.
 The file format is the one of :class:`agents.sb3.methods.SB3Method`: a folder with ``weights.pt`` (tensors
 only, loaded with ``torch.load(weights_only=True)``) and ``meta.json`` (features, sizes, training facts).
@@ -22,7 +24,9 @@ from placement_gym.errors import PlacementGymError, UnknownNameError
 CLIP = 0.1
 #: The pretrained scorer shipped with the repository (``python -m experiments.train_guided`` remakes it).
 PRETRAINED = Path(__file__).with_name("pretrained")
-#: The pretrained scorer for platforms where memory binds (also trained on ``model-parallel``).
+#: The pretrained scorer for platforms where memory binds (trained listwise, also on ``model-parallel``:
+#: ``python -m experiments.train_guided --objective listwise --platforms cpu-dgpu cpu-igpu multi-accel
+#: model-parallel --out agents/learned/pretrained-memory``).
 PRETRAINED_MEMORY = Path(__file__).with_name("pretrained-memory")
 
 

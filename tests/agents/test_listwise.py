@@ -97,3 +97,18 @@ def test_full_neighbourhood_labels_are_the_simulated_latencies():
     assert np.allclose(np.sort(data.change[first]), np.sort(expected))
     features = MoveFeaturizer(cost).features(start, latency, moves)
     assert np.allclose(np.sort(data.features[first], axis=0), np.sort(features, axis=0))
+
+
+def test_descents_add_placements_after_the_episode():
+    from agents.learned.search import CostRanker
+    from experiments.train_guided import collect_neighbourhoods
+    from placement_gym.problem import PlacementProblem
+
+    problem = PlacementProblem.make("tiny_cnn", "multi-accel", "simulated")
+    args = ([("tiny_cnn", problem)], lambda rng: CostRanker())
+    plain, n0, _ = collect_neighbourhoods(*args, budget=20, seed=0, negatives=10**6)
+    more, n1, _ = collect_neighbourhoods(*args, budget=20, seed=0, negatives=10**6, descend=5, descents=3)
+    assert n0 == n1 == 20  # descents are simulated offline: no evaluation of the episode's budget
+    k = len(plain.change)
+    assert np.array_equal(more.change[:k], plain.change[:k]) and more.state.max() > plain.state.max()
+    assert (more.state == plain.state.max() + 1).any()
