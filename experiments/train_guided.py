@@ -93,7 +93,15 @@ def collect(problems, ranker_of, budget: int, seed: int) -> tuple[np.ndarray, np
 
 
 def collect_neighbourhoods(
-    problems, ranker_of, budget: int, seed: int, negatives: int, descend: int = 0, descents: int = 1
+    problems,
+    ranker_of,
+    budget: int,
+    seed: int,
+    negatives: int,
+    descend: int = 0,
+    descents: int = 1,
+    hard_of=None,
+    hard: int = 0,
 ) -> tuple[Neighbourhoods, int, int]:
     """Run one episode per problem and simulate every move of each placement it ranks; then ``descents``
     best-improvement descents of up to ``descend`` steps on those simulations, from the episode's best
@@ -101,8 +109,9 @@ def collect_neighbourhoods(
     placements where few moves improve and the ranking's precision matters most).
 
     Returns:
-        ``(neighbourhoods, search evaluations, simulated moves)``; of each placement every improving move
-        and ``negatives`` of the others are kept (:func:`~agents.learned.listwise.sample_neighbourhood`).
+        ``(neighbourhoods, search evaluations, simulated moves)``; of each placement every improving move,
+        the ``hard`` others ranked first by ``hard_of`` (a :class:`~agents.learned.search.MoveRanker`, no
+        noise) and ``negatives`` of the rest are kept (:func:`~agents.learned.listwise.sample_neighbourhood`).
     """
     parts: list[Neighbourhoods] = []
     evaluations = simulated = 0
@@ -117,7 +126,8 @@ def collect_neighbourhoods(
             lat, over, _ = schedule.run_batch(after)
             change = np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
             simulated += len(moves)
-            f, c, w = sample_neighbourhood(features, change, negatives, sample_rng)
+            scores = hard_of.scores(features, moves) if hard and hard_of is not None else None
+            f, c, w = sample_neighbourhood(features, change, negatives, sample_rng, scores, hard)
             parts.append(Neighbourhoods(f, c, w, np.zeros(len(c), dtype=np.int64)))
             return change
 
@@ -214,7 +224,7 @@ def train_listwise(args: argparse.Namespace, problems: list) -> tuple[MoveScorer
         base = scorer if scorer is not None else CostRanker()
         data, n, sim = collect_neighbourhoods(
             problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r,
-            args.negatives, args.descend, args.descents,
+            args.negatives, args.descend, args.descents, base, args.hard,
         )  # fmt: skip
         parts.append(data)
         evaluations += n
@@ -250,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objective", choices=("improve", "mse", "listwise"), default="improve")
     parser.add_argument("--negatives", type=int, default=512, help="listwise: non-improving moves kept per placement")
     parser.add_argument("--descend", type=int, default=0, help="listwise: descent steps after each episode")
+    parser.add_argument("--hard", type=int, default=0, help="listwise: top-ranked non-improving moves kept")
     parser.add_argument("--descents", type=int, default=1, help="listwise: descents per episode (kicked)")
     parser.add_argument("--temperature", type=float, default=0.5, help="listwise: target temperature")
     parser.add_argument("--epochs", type=int, default=None, help="passes over the data (default 60, listwise 30)")

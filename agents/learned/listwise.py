@@ -53,20 +53,30 @@ class Neighbourhoods:
 
 
 def sample_neighbourhood(
-    features: np.ndarray, change: np.ndarray, negatives: int, rng: np.random.Generator
+    features: np.ndarray,
+    change: np.ndarray,
+    negatives: int,
+    rng: np.random.Generator,
+    scores: np.ndarray | None = None,
+    hard: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every improving move of one placement and at most ``negatives`` of the others (uniformly), each
-    kept other one weighted by ``others / kept``.
+    """Every improving move of one placement, the ``hard`` others a ranker puts first (lowest ``scores``:
+    the attractive moves that do not improve) and at most ``negatives`` of the rest (uniformly), each of
+    those weighted by ``rest / kept``.
 
     Returns:
         ``(features, change, weight)`` of the kept rows.
     """
     improving = change < -IMPROVES
     others = np.flatnonzero(~improving)
+    top = np.zeros(0, dtype=np.int64)
+    if hard and scores is not None and len(others):
+        top = others[np.argsort(scores[others], kind="stable")[:hard]]
+        others = np.setdiff1d(others, top)
     kept = others if len(others) <= negatives else rng.choice(others, size=negatives, replace=False)
-    rows = np.concatenate([np.flatnonzero(improving), np.sort(kept)])
+    rows = np.concatenate([np.flatnonzero(improving), np.sort(top), np.sort(kept)])
     weight = np.ones(len(rows))
-    weight[improving.sum() :] = len(others) / max(len(kept), 1)
+    weight[improving.sum() + len(top) :] = len(others) / max(len(kept), 1)
     return features[rows], change[rows], weight
 
 

@@ -22,6 +22,16 @@ def test_sampling_keeps_every_improving_move_and_the_weights_count_every_move():
     assert len(c) == 100 and np.all(w == 1)
 
 
+def test_hard_negatives_are_the_top_ranked_moves_that_do_not_improve():
+    rng = np.random.default_rng(0)
+    change = np.concatenate([np.full(5, -0.01), np.full(95, 0.02)])
+    scores = np.arange(100, 0, -1, dtype=np.float64)  # the ranker puts the last moves first
+    features = np.arange(100, dtype=np.float32)[:, None]
+    f, c, w = sample_neighbourhood(features, change, 10, rng, scores, hard=3)
+    assert f[5:8, 0].tolist() == [97.0, 98.0, 99.0] and np.all(w[:8] == 1)
+    assert len(c) == 18 and w.sum() == pytest.approx(100)
+
+
 def test_targets_favour_the_best_move_of_each_placement():
     change = np.array([-0.02, -0.01, 0.03, 0.0, -0.04, 0.01])
     state = np.array([0, 0, 0, 1, 2, 2])
