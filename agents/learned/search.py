@@ -42,6 +42,13 @@ Recorder = Callable[[np.ndarray, np.ndarray], None]
 Visitor = Callable[[np.ndarray, float, Moves, np.ndarray], None]
 
 
+def move_keys(moves: Moves) -> list[bytes]:
+    """One key per move: its packed member bits and its target device."""
+    rows = np.column_stack([np.packbits(moves.members, axis=1), moves.target.astype(np.uint8)])
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    return rows.view(np.dtype((np.void, rows.shape[1]))).ravel().tolist()
+
+
 def start_placements(tracker: BudgetTracker, allowed: np.ndarray) -> np.ndarray:
     """HEFT's placement and every single-device placement every group allows, shape ``(S, G)``."""
     problem = tracker.problem
@@ -84,9 +91,7 @@ def guided_search(
     failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
     while not tracker.exhausted and stale < 50:
         moves = propose(current, allowed, classes, branches)
-        keys = [
-            m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)
-        ]
+        keys = move_keys(moves)
         retry = np.array([k in failed for k in keys], dtype=bool)
         features = featurizer.features(current, latency, moves) if math.isfinite(latency) else None
         if features is None:
