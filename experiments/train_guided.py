@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 from agents.base import BudgetTracker
-from agents.learned.listwise import Neighbourhoods, fit_listwise, sample_neighbourhood
 from agents.baselines.common import allowed_devices
+from agents.learned.listwise import Neighbourhoods, fit_listwise, sample_neighbourhood
 from agents.learned.moves import MoveFeaturizer, Moves, branch_sets, propose, twin_classes
 from agents.learned.scorer import IMPROVES, PRETRAINED, MoveScorer, fit_scorer
 from agents.learned.search import CostRanker, NoisyRanker, guided_search
@@ -120,7 +120,14 @@ def collect_neighbourhoods(
         sample_rng = np.random.default_rng([seed, i, 1])
         schedule = problem.backend.schedule
 
-        def visit(placement: np.ndarray, latency: float, moves: Moves, features: np.ndarray) -> np.ndarray:
+        def visit(
+            placement: np.ndarray,
+            latency: float,
+            moves: Moves,
+            features: np.ndarray,
+            schedule=schedule,
+            sample_rng=sample_rng,
+        ) -> np.ndarray:
             nonlocal simulated
             after = np.where(moves.members, moves.target[:, None], placement[None, :])
             lat, over, _ = schedule.run_batch(after)
@@ -194,7 +201,10 @@ def train_pointwise(args: argparse.Namespace, problems: list) -> tuple[MoveScore
         raise SystemExit("nothing to fit: give --rounds > 0 or --data")
     if args.save_data:
         np.savez(
-            args.save_data, features=np.concatenate(feats), change=np.concatenate(changes), evaluations=evaluations
+            args.save_data,
+            features=np.concatenate(feats),
+            change=np.concatenate(changes),
+            evaluations=evaluations,
         )
     return scorer, loss, evaluations, int(sum(len(x) for x in feats)), {}
 
@@ -244,7 +254,13 @@ def train_listwise(args: argparse.Namespace, problems: list) -> tuple[MoveScorer
             evaluations=evaluations, simulated=simulated,
         )  # fmt: skip
     placements = int(data.state.max()) + 1
-    return scorer, loss, evaluations, len(data.change), {"simulated_moves": simulated, "placements": placements}
+    return (
+        scorer,
+        loss,
+        evaluations,
+        len(data.change),
+        {"simulated_moves": simulated, "placements": placements},
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -258,12 +274,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--noise", type=float, default=1.0, help="exploration noise, in score std units")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--objective", choices=("improve", "mse", "listwise"), default="improve")
-    parser.add_argument("--negatives", type=int, default=512, help="listwise: non-improving moves kept per placement")
+    parser.add_argument(
+        "--negatives", type=int, default=512, help="listwise: non-improving moves kept per placement"
+    )
     parser.add_argument("--descend", type=int, default=0, help="listwise: descent steps after each episode")
     parser.add_argument("--hard", type=int, default=0, help="listwise: top-ranked non-improving moves kept")
     parser.add_argument("--descents", type=int, default=1, help="listwise: descents per episode (kicked)")
     parser.add_argument("--temperature", type=float, default=0.5, help="listwise: target temperature")
-    parser.add_argument("--epochs", type=int, default=None, help="passes over the data (default 60, listwise 30)")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="passes over the data (default 60, listwise 30)"
+    )
     parser.add_argument(
         "--data",
         nargs="*",

@@ -144,8 +144,12 @@ def fit_listwise(
             local = torch.from_numpy(np.repeat(np.arange(len(chunk)), lengths))
             logits = -net(xt[idx])[:, 0]  # lower score: tried first
             shifted = logits + log_w[idx]
-            top = torch.zeros(len(chunk)).scatter_reduce(0, local, shifted.detach(), "amax", include_self=False)
-            lse = torch.log(torch.zeros(len(chunk)).index_add(0, local, torch.exp(shifted - top[local]))) + top
+            top = torch.zeros(len(chunk)).scatter_reduce(
+                0, local, shifted.detach(), "amax", include_self=False
+            )
+            lse = (
+                torch.log(torch.zeros(len(chunk)).index_add(0, local, torch.exp(shifted - top[local]))) + top
+            )
             loss = (lse - torch.zeros(len(chunk)).index_add(0, local, qt[idx] * logits)).mean()
             opt.zero_grad()
             loss.backward()

@@ -289,7 +289,9 @@ class MoveFeaturizer:
         ends = np.concatenate([self.src, self.dst])  # each edge under both of its groups
         order = np.argsort(ends, kind="stable")
         self.inc_edge = np.concatenate([np.arange(len(self.src))] * 2)[order].astype(np.int64)  # (2E,)
-        self.inc_ptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=cost.num_groups))])  # (G+1,)
+        self.inc_ptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(ends, minlength=cost.num_groups))]
+        )  # (G+1,)
 
     def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""

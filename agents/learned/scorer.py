@@ -209,7 +209,12 @@ class FineTuningScorer:
     """
 
     def __init__(
-        self, base: MoveScorer, after: int = 100, epochs: int = 20, lr: float = 1e-4, objective: str = "listwise"
+        self,
+        base: MoveScorer,
+        after: int = 100,
+        epochs: int = 20,
+        lr: float = 1e-4,
+        objective: str = "listwise",
     ) -> None:
         if objective not in ("listwise", "improve"):
             raise UnknownNameError("fine-tuning objective", objective, ("listwise", "improve"))

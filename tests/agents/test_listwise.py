@@ -66,7 +66,9 @@ def test_the_fitted_order_puts_the_best_move_first():
 
 
 def test_nothing_to_rank_is_an_error():
-    data = Neighbourhoods(np.zeros((4, len(MOVE_FEATURES))), np.full(4, 0.01), np.ones(4), np.array([0, 0, 1, 1]))
+    data = Neighbourhoods(
+        np.zeros((4, len(MOVE_FEATURES))), np.full(4, 0.01), np.ones(4), np.array([0, 0, 1, 1])
+    )
     with pytest.raises(PlacementGymError, match="improving"):
         fit_listwise(data)
 
@@ -78,8 +80,8 @@ def test_concatenate_keeps_placements_apart():
 
 
 def test_full_neighbourhood_labels_are_the_simulated_latencies():
-    from experiments.train_guided import collect_neighbourhoods
     from agents.learned.search import CostRanker
+    from experiments.train_guided import collect_neighbourhoods
     from placement_gym.problem import PlacementProblem
 
     problem = PlacementProblem.make("tiny_bert", "multi-accel", "simulated")
@@ -89,10 +91,10 @@ def test_full_neighbourhood_labels_are_the_simulated_latencies():
     assert evaluations <= 800 and simulated == len(data.change) and np.all(data.weight == 1)
     assert int(data.state.max()) >= 1  # the episode ranked more than one placement
     # the first placement ranked is the start; each of its moves was labelled by a full simulation
+    from agents.base import BudgetTracker
     from agents.baselines.common import allowed_devices
     from agents.learned.moves import MoveFeaturizer, branch_sets, propose, twin_classes
     from agents.learned.search import start_placements
-    from agents.base import BudgetTracker
 
     tracker = BudgetTracker(problem, 100)
     starts = start_placements(tracker, allowed_devices(problem))
@@ -101,7 +103,9 @@ def test_full_neighbourhood_labels_are_the_simulated_latencies():
     start, latency = starts[int(np.argmin(lat))], min(lat)
     cost = problem.cost_model()
     moves = propose(start, allowed_devices(problem), twin_classes(cost), branch_sets(cost))
-    expected = np.array([problem.evaluate(moves.apply(start, i)).latency / latency - 1 for i in range(len(moves))])
+    expected = np.array(
+        [problem.evaluate(moves.apply(start, i)).latency / latency - 1 for i in range(len(moves))]
+    )
     first = data.state == 0
     assert first.sum() == len(moves)
     assert np.allclose(np.sort(data.change[first]), np.sort(expected))
