@@ -241,3 +241,20 @@ def test_the_memory_scorer_is_taken_where_memory_binds():
         assert np.array_equal(method._ranker(rng, cost).predict(x), MoveScorer.load(path).predict(x))
     one = make_method("guided_improvement", weights=PRETRAINED)
     assert np.array_equal(one._ranker(rng, bound).predict(x), MoveScorer.load(PRETRAINED).predict(x))
+
+
+def test_touched_edges_and_move_keys_match_their_dense_definitions(fused):
+    from agents.learned.search import move_keys
+
+    cost = fused.cost_model()
+    placement = np.random.default_rng(0).integers(0, fused.num_devices, fused.num_groups)
+    moves = propose(placement, allowed_devices(fused), twin_classes(cost), branch_sets(cost))
+    featurizer = MoveFeaturizer(cost)
+    mi, gi = np.nonzero(moves.members)
+    me, ee = featurizer._touched(mi, gi)
+    dense = moves.members[:, cost.edge_src] | moves.members[:, cost.edge_dst]  # (M, E)
+    want_m, want_e = np.nonzero(dense)
+    assert np.array_equal(me, want_m) and np.array_equal(ee, want_e)
+    keys = move_keys(moves)
+    expected = [m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)]
+    assert keys == expected
