@@ -3,7 +3,7 @@
 Takes a ``guided_improvement`` placement from a ``learned_vs_search`` rows file and prints: how many groups
 differ from the stored optimum, the latency change of flipping each differing group alone toward the
 optimum, and, for every move of the current move set (:func:`agents.learned.moves.propose`), how many
-improve, by kind, with the rank of the first improving one under the shipped scorer. ``--descend N`` then
+improve, by kind, with the rank of the first improving one under the shipped scorer (or ``--weights``). ``--descend N`` then
 runs up to N steps of best-improvement descent evaluating every move (thousands of evaluations a step: a
 diagnosis, not a method).
 
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", default="guided_improvement")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--descend", type=int, default=0)
+    parser.add_argument("--weights", default=str(PRETRAINED), help="the scorer whose ranks are reported")
     args = parser.parse_args(argv)
     rows = [json.loads(x) for x in Path(args.rows).read_text().splitlines() if x]
     found = [
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         flips.append(problem.evaluate(flipped).latency / latency - 1)
     print("single flips toward the optimum (group: change):",
           " ".join(f"{g}:{c:+.4f}" for g, c in zip(differ.tolist(), flips)))  # fmt: skip
-    scorer = MoveScorer.load(PRETRAINED)
+    scorer = MoveScorer.load(args.weights)
     for step in range(args.descend + 1):
         info = neighbourhood(problem, current, scorer)
         print(json.dumps({"step": step, "ratio": round(latency / problem.reference.latency, 4),

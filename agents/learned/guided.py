@@ -11,23 +11,28 @@ What is learned and what is search:
 * **Learned**: :class:`~agents.learned.scorer.MoveScorer`, a 2-layer MLP over per-move features computed
   from the cost model and the current placement (:data:`agents.learned.moves.MOVE_FEATURES`: compute and
   transfer change weighted by criticality, launch overheads, loads, move size and kind, and the change of
-  a queue-free latency estimate of the whole placement). It is trained
-  offline by ``python -m experiments.train_guided`` on simulated improvement episodes over zoo models on
-  randomly perturbed platforms (DAgger-style rounds); its weights ship in ``agents/learned/pretrained``.
-  A second scorer, fitted on those moves plus the moves of a run that also trains on the memory-bound
-  ``model-parallel`` platform, ships in ``agents/learned/pretrained-memory``; by default the method takes
-  it when memory binds (:func:`memory_binds`: no device can hold all the weights) and the first one
-  otherwise (a hard gate on one platform descriptor: each scorer alone trades one platform for the other).
+  a queue-free latency estimate of the whole placement). It is trained offline by
+  ``python -m experiments.train_guided --objective listwise`` on simulated improvement episodes over zoo
+  models on randomly perturbed platforms (DAgger-style rounds): at every placement an episode ranks, all
+  of its ~4,500 moves are simulated (offline, outside any task's budget) and the scorer is fitted with a
+  listwise ranking loss (:mod:`agents.learned.listwise`) to put the best improving moves first, with the
+  moves the previous round's scorer ranked first among those that do not improve kept as hard negatives.
+  Its weights ship in ``agents/learned/pretrained``. A second scorer of the same size, trained listwise on
+  the same platforms plus the memory-bound ``model-parallel``, ships in ``agents/learned/pretrained-memory``;
+  by default the method takes it when memory binds (:func:`memory_binds`: no device can hold all the
+  weights) and the first one otherwise (a hard gate on one platform descriptor: each scorer alone trades
+  one platform for the other).
   Nothing is learned while placing unless ``fine_tune=N``: then the scorer is refitted once, from its
-  pretrained weights, on the first ``N`` moves evaluated on the problem (within the budget).
+  pretrained weights and with the listwise loss, on the first ``N`` moves evaluated on the problem (grouped
+  by the placement they were ranked at; within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
   devices), the move kinds (single groups, twin classes, segments, windows, fork-join branches), batching,
   acceptance
   (best of the first improving batch) and perturbation when a neighbourhood is exhausted.
 
 Deviations from GiPH: the scorer is an MLP over hand-designed move features, not a GNN over the
-placement-device graph; it is trained by supervised classification of evaluated moves ("does this move
-improve?": a one-step, gamma = 0 value), not by REINFORCE over episodes; moves can move several groups at
+placement-device graph; it is trained by supervised ranking of simulated moves (a one-step, gamma = 0
+criterion), not by REINFORCE over episodes; moves can move several groups at
 once; and at inference many moves are evaluated per step, not one sampled.
 
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written

@@ -63,8 +63,8 @@ MOVE_FEATURES = (
 
 @numba.njit(cache=True)
 def _estimate(
-    placements: np.ndarray,  # (B, G) int64
-    base: np.ndarray,  # (G,) int64: a placement the rows share a prefix with (any placement is correct)
+    placements: np.ndarray,  # (B, G) int8 (int64 with 128 devices or more)
+    base: np.ndarray,  # (G,) same dtype: a placement the rows share a prefix with (any placement is correct)
     pred_ptr: np.ndarray,  # (G+1,) int64: CSR offsets of each group's incoming edges
     pred_src: np.ndarray,  # (E,) int64
     pred_bytes: np.ndarray,  # (E,) float64
@@ -132,6 +132,13 @@ def _estimate(
         if b >= 0:
             out[b] = max(path, load.max())
     return out
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer array by sort and compare (several times faster than numpy 2's
+    hash-based ``np.unique`` on the ~10^5 keys a ranking pass makes)."""
+    values = np.sort(values)
+    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,12 @@ class MoveFeaturizer:
         self.src, self.dst = cost.edge_src, cost.edge_dst  # (E,)
         self.bytes = np.asarray(cost.edge_bytes, dtype=np.float64)  # (E,)
         self.pred_ptr, self.pred_src, self.pred_bytes = incoming_edges(cost)  # edges by destination (CSR)
+        ends = np.concatenate([self.src, self.dst])  # each edge under both of its groups
+        order = np.argsort(ends, kind="stable")
+        self.inc_edge = np.concatenate([np.arange(len(self.src))] * 2)[order].astype(np.int64)  # (2E,)
+        self.inc_ptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(ends, minlength=cost.num_groups))]
+        )  # (G+1,)
 
     def transfer(self, nbytes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Time to send ``nbytes`` from devices ``src`` to ``dst`` (elementwise; 0 on one device)."""
@@ -316,10 +329,12 @@ class MoveFeaturizer:
         first group that differs from ``base`` on, the state before it taken from ``base``.
         """
         cost = self.cost
-        placements = np.ascontiguousarray(placements, dtype=np.int64)
+        # device indices as int8 where they fit: the (moves x groups) rows are 8x smaller to build
+        dtype = np.int8 if cost.num_devices < 128 else np.int64
+        placements = np.ascontiguousarray(placements, dtype=dtype)
         if len(placements) == 0:
             return np.zeros(0)
-        base = placements[0] if base is None else np.ascontiguousarray(base, dtype=np.int64)
+        base = placements[0] if base is None else np.ascontiguousarray(base, dtype=dtype)
         if base.shape != placements.shape[1:]:
             raise ValueError(f"base has shape {base.shape}, the placements {placements.shape[1:]}")
         return _estimate(
@@ -328,6 +343,21 @@ class MoveFeaturizer:
             int(cost.host), np.asarray(cost.input_bytes, dtype=np.float64),
             np.asarray(cost.result_bytes, dtype=np.float64),
         )  # fmt: skip
+
+    def _touched(self, mi: np.ndarray, gi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (move, edge) pairs with an endpoint among the moved groups, from the (move, group) pairs,
+        in row-major order (as ``np.nonzero`` of the dense (move x edge) mask gives them, without making it)."""
+        e_count = len(self.src)
+        counts = self.inc_ptr[gi + 1] - self.inc_ptr[gi]
+        offsets = np.repeat(self.inc_ptr[gi] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        edges = self.inc_edge[offsets + np.arange(int(counts.sum()))]
+        keys = sorted_unique(np.repeat(mi, counts) * e_count + edges)
+        return keys // e_count, keys % e_count
+
+    def _rows(self, members: np.ndarray, target: np.ndarray, placement: np.ndarray) -> np.ndarray:
+        """The placement after each move, shape ``(M, G)``, in the dtype :meth:`estimate` runs on."""
+        dtype = np.int8 if self.cost.num_devices < 128 else np.int64
+        return np.where(members, target.astype(dtype)[:, None], placement.astype(dtype)[None, :])
 
     def features(self, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
         """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32.
@@ -356,9 +386,8 @@ class MoveFeaturizer:
             - self.transfer(cost.input_bytes[gi], host, placement[gi])
             - self.transfer(cost.result_bytes[gi], placement[gi], host)
         )  # fmt: skip
-        in_src, in_dst = members[:, self.src], members[:, self.dst]  # (M, E)
-        me, ee = np.nonzero(in_src | in_dst)  # (Q,) touched (move, edge) pairs
-        s_in, t_in = in_src[me, ee], in_dst[me, ee]
+        me, ee = self._touched(mi, gi)  # (Q,) touched (move, edge) pairs
+        s_in, t_in = members[me, self.src[ee]], members[me, self.dst[ee]]
         src_dev = np.where(s_in, target[me], placement[self.src[ee]])
         dst_dev = np.where(t_in, target[me], placement[self.dst[ee]])
         old_edge = self.transfer(self.bytes, placement[self.src], placement[self.dst])  # (E,)
@@ -371,7 +400,7 @@ class MoveFeaturizer:
         # neighbours outside the set (distinct per move), and which of them sit on the target device
         boundary = s_in != t_in
         other = np.where(s_in, self.dst[ee], self.src[ee])[boundary]
-        pairs = np.unique(me[boundary] * g_count + other)
+        pairs = sorted_unique(me[boundary] * g_count + other)
         pm, pg = pairs // g_count, pairs % g_count
         n_outside = np.bincount(pm, minlength=m_count)
         n_on_target = np.bincount(pm, placement[pg] == target[pm], m_count)
@@ -409,7 +438,7 @@ class MoveFeaturizer:
                 n_on_target / np.maximum(n_outside, 1),
                 speed,
                 (
-                    self.estimate(np.where(members, target[:, None], placement[None, :]), base=placement)
+                    self.estimate(self._rows(members, target, placement), base=placement)
                     - self.estimate(placement[None, :])[0]
                 )
                 * scale,

@@ -1,8 +1,10 @@
 """The learned move scorer: a small MLP from :data:`~agents.learned.moves.MOVE_FEATURES` to the relative
 latency change a move will cause, and its safe file format.
 
-Training is supervised regression on moves the simulator evaluated during improvement episodes
-(:mod:`experiments.train_guided`): the target is ``clip(new / old - 1, -CLIP, CLIP) / CLIP``. Inference
+Training (:mod:`experiments.train_guided`) is supervised on moves the simulator evaluated during improvement
+episodes: :func:`fit_scorer` classifies "does the move improve?" (or regresses the clipped change), and
+:func:`agents.learned.listwise.fit_listwise` ranks every move of a placement. Lower scores are tried first.
+Inference
 runs in numpy (no torch import), so scoring a few thousand moves takes well under a millisecond per move.
 The file format is the one of :class:`agents.sb3.methods.SB3Method`: a folder with ``weights.pt`` (tensors
 only, loaded with ``torch.load(weights_only=True)``) and ``meta.json`` (features, sizes, training facts).
@@ -22,7 +24,9 @@ from placement_gym.errors import PlacementGymError, UnknownNameError
 CLIP = 0.1
 #: The pretrained scorer shipped with the repository (``python -m experiments.train_guided`` remakes it).
 PRETRAINED = Path(__file__).with_name("pretrained")
-#: The pretrained scorer for platforms where memory binds (also trained on ``model-parallel``).
+#: The pretrained scorer for platforms where memory binds (trained listwise, also on ``model-parallel``:
+#: ``python -m experiments.train_guided --objective listwise --platforms cpu-dgpu cpu-igpu multi-accel
+#: model-parallel --out agents/learned/pretrained-memory``).
 PRETRAINED_MEMORY = Path(__file__).with_name("pretrained-memory")
 
 
@@ -146,17 +150,7 @@ def fit_scorer(
     else:
         yt = torch.tensor(change >= -IMPROVES, dtype=torch.float32)[:, None]  # 1: no improvement
         loss_fn = torch.nn.functional.binary_cross_entropy_with_logits
-    net = torch.nn.Sequential(
-        torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-        torch.nn.Linear(hidden, 1),
-    )  # fmt: skip
-    if init is not None:
-        if len(init.layers) != 3 or init.layers[0][0].shape[1] != hidden:
-            raise PlacementGymError(f"can only fine-tune a 3-layer scorer of width {hidden}")
-        with torch.no_grad():
-            for m, (w, b) in zip([m for m in net if isinstance(m, torch.nn.Linear)], init.layers):
-                m.weight.copy_(torch.tensor(w.T))
-                m.bias.copy_(torch.tensor(b))
+    net = torch_mlp(x.shape[1], hidden, init)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     loss = torch.tensor(0.0)
@@ -168,29 +162,72 @@ def fit_scorer(
             opt.step()
     with torch.no_grad():
         final = float(loss_fn(net(xt), yt))
-    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    return from_torch(net, mean, std), final
+
+
+def torch_mlp(inputs: int, hidden: int, init: MoveScorer | None = None):
+    """The torch module of a :class:`MoveScorer` (``inputs -> hidden -> hidden -> 1``), from ``init``'s
+    weights if given."""
+    import torch
+
+    net = torch.nn.Sequential(
+        torch.nn.Linear(inputs, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+        torch.nn.Linear(hidden, 1),
+    )  # fmt: skip
+    if init is not None:
+        if len(init.layers) != 3 or init.layers[0][0].shape[1] != hidden:
+            raise PlacementGymError(f"can only start from a 3-layer scorer of width {hidden}")
+        with torch.no_grad():
+            for m, (w, b) in zip([m for m in net if isinstance(m, torch.nn.Linear)], init.layers):
+                m.weight.copy_(torch.tensor(w.T))
+                m.bias.copy_(torch.tensor(b))
+    return net
+
+
+def from_torch(net, mean: np.ndarray, std: np.ndarray) -> MoveScorer:
+    """The numpy :class:`MoveScorer` of a module made by :func:`torch_mlp`."""
+    import torch
+
     layers = [
         (m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy().copy())
-        for m in linears
+        for m in net
+        if isinstance(m, torch.nn.Linear)
     ]
-    return MoveScorer(layers, mean, std), final
+    return MoveScorer(layers, mean, std)
 
 
 class FineTuningScorer:
     """A pretrained :class:`MoveScorer` fine-tuned once on the moves of the problem at hand.
 
-    The first ``after`` evaluated moves are ranked by the pretrained scorer and kept; then the scorer is
-    refitted from its pretrained weights on them (``epochs`` passes, learning rate ``lr``) and ranks the
-    rest of the search. The evaluations spent before the refit are part of the method's budget.
+    The first ``after`` evaluated moves are ranked by the pretrained scorer and kept, grouped by the
+    placement whose ranking they came from; then the scorer is refitted from its pretrained weights on them
+    (``epochs`` passes, learning rate ``lr``) with the loss it was pretrained with: the listwise loss of
+    :func:`agents.learned.listwise.fit_listwise` over each placement's evaluated moves (``objective=
+    "listwise"``; placements with no improving evaluated move teach nothing, and if none has one the
+    pretrained scorer is kept), or the classification of :func:`fit_scorer` (``"improve"``). The
+    evaluations spent before the refit are part of the method's budget.
     """
 
-    def __init__(self, base: MoveScorer, after: int = 100, epochs: int = 20, lr: float = 1e-4) -> None:
+    def __init__(
+        self,
+        base: MoveScorer,
+        after: int = 100,
+        epochs: int = 20,
+        lr: float = 1e-4,
+        objective: str = "listwise",
+    ) -> None:
+        if objective not in ("listwise", "improve"):
+            raise UnknownNameError("fine-tuning objective", objective, ("listwise", "improve"))
         self.scorer, self.after, self.epochs, self.lr = base, int(after), int(epochs), float(lr)
+        self.objective = objective
         self._x: list[np.ndarray] = []
         self._y: list[np.ndarray] = []
+        self._state: list[np.ndarray] = []
+        self._rankings = 0
         self.tuned = False
 
     def scores(self, features: np.ndarray, moves: Moves) -> np.ndarray:
+        self._rankings += 1  # the search ranks each placement once, then evaluates its moves
         return self.scorer.predict(features)
 
     def observe(self, features: np.ndarray, change: np.ndarray) -> None:
@@ -198,12 +235,17 @@ class FineTuningScorer:
             return
         self._x.append(np.asarray(features))
         self._y.append(np.asarray(change))
+        self._state.append(np.full(len(change), self._rankings, dtype=np.int64))
         if sum(len(y) for y in self._y) >= self.after:
-            self.scorer, _ = fit_scorer(
-                np.concatenate(self._x),
-                np.concatenate(self._y),
-                epochs=self.epochs,
-                init=self.scorer,
-                lr=self.lr,
-            )
+            x, y = np.concatenate(self._x), np.concatenate(self._y)
+            if self.objective == "improve":
+                self.scorer, _ = fit_scorer(x, y, epochs=self.epochs, init=self.scorer, lr=self.lr)
+            elif np.any(y < -IMPROVES):
+                from agents.learned.listwise import Neighbourhoods, fit_listwise
+
+                data = Neighbourhoods(x, y, np.ones(len(y)), np.concatenate(self._state))
+                hidden = self.scorer.layers[0][0].shape[1]
+                self.scorer, _ = fit_listwise(
+                    data, hidden=hidden, epochs=self.epochs, lr=self.lr, init=self.scorer, states_per_batch=4
+                )
             self.tuned = True

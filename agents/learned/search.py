@@ -37,6 +37,16 @@ class MoveRanker(Protocol):
 
 #: Called as ``fn(features (B, F), relative change (B,))`` after each evaluated batch of moves.
 Recorder = Callable[[np.ndarray, np.ndarray], None]
+#: Called as ``fn(placement (G,), latency, moves, features (M, F))`` at every placement whose moves are
+#: ranked (offline training labels the whole neighbourhood there).
+Visitor = Callable[[np.ndarray, float, Moves, np.ndarray], None]
+
+
+def move_keys(moves: Moves) -> list[bytes]:
+    """One key per move: its packed member bits and its target device."""
+    rows = np.column_stack([np.packbits(moves.members, axis=1), moves.target.astype(np.uint8)])
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    return rows.view(np.dtype((np.void, rows.shape[1]))).ravel().tolist()
 
 
 def start_placements(tracker: BudgetTracker, allowed: np.ndarray) -> np.ndarray:
@@ -56,6 +66,7 @@ def guided_search(
     batch_size: int = 8,
     kick: int = 2,
     recorder: Recorder | None = None,
+    visitor: Visitor | None = None,
 ) -> dict[str, int]:
     """Run the search until ``tracker``'s budget is spent (or no unseen placement is reachable).
 
@@ -80,14 +91,14 @@ def guided_search(
     failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
     while not tracker.exhausted and stale < 50:
         moves = propose(current, allowed, classes, branches)
-        keys = [
-            m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)
-        ]
+        keys = move_keys(moves)
         retry = np.array([k in failed for k in keys], dtype=bool)
         features = featurizer.features(current, latency, moves) if math.isfinite(latency) else None
         if features is None:
             order = rng.permutation(len(moves))
         else:
+            if visitor is not None:
+                visitor(current, latency, moves, features)
             scores = ranker.scores(features, moves)
             order = np.lexsort((rng.random(len(moves)), scores, retry))  # untried first, random tie-break
         cursor, improved = 0, False

@@ -195,7 +195,7 @@ def test_fine_tuning_refits_within_the_budget(fused):
     from agents.learned.search import guided_search
 
     base = MoveScorer.load(PRETRAINED)
-    ranker = FineTuningScorer(base, after=20, epochs=2)
+    ranker = FineTuningScorer(base, after=20, epochs=2, objective="improve")
     tracker = BudgetTracker(fused, 80)
     guided_search(tracker, ranker, np.random.default_rng(0))
     tracker.detach()
@@ -204,6 +204,27 @@ def test_fine_tuning_refits_within_the_budget(fused):
     assert result.evaluations == 80
     with pytest.raises(ValueError, match="fine_tune"):
         make_method("guided_improvement", ranker="cost", fine_tune=10)
+
+
+def test_listwise_fine_tuning_groups_moves_by_ranking_and_keeps_the_scorer_without_improvements():
+    from agents.learned.scorer import PRETRAINED, FineTuningScorer
+
+    base = MoveScorer.load(PRETRAINED)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((12, len(MOVE_FEATURES)))
+    flat = FineTuningScorer(base, after=8, epochs=2)
+    for _ in range(2):
+        flat.scores(x, None)
+        flat.observe(x[:4], np.full(4, 0.01))  # nothing improves
+    assert flat.tuned and flat.scorer is base
+    tuned = FineTuningScorer(base, after=8, epochs=2, lr=1e-2)
+    for k in range(2):
+        tuned.scores(x, None)
+        tuned.observe(x[4 * k : 4 * k + 4], np.array([-0.02, 0.01, 0.01, 0.01]))
+    assert tuned.tuned and tuned.scorer is not base
+    assert [s.tolist() for s in tuned._state] == [[1] * 4, [2] * 4]
+    with pytest.raises(UnknownNameError):
+        FineTuningScorer(base, objective="mse")
 
 
 def test_the_memory_scorer_is_taken_where_memory_binds():
@@ -220,3 +241,20 @@ def test_the_memory_scorer_is_taken_where_memory_binds():
         assert np.array_equal(method._ranker(rng, cost).predict(x), MoveScorer.load(path).predict(x))
     one = make_method("guided_improvement", weights=PRETRAINED)
     assert np.array_equal(one._ranker(rng, bound).predict(x), MoveScorer.load(PRETRAINED).predict(x))
+
+
+def test_touched_edges_and_move_keys_match_their_dense_definitions(fused):
+    from agents.learned.search import move_keys
+
+    cost = fused.cost_model()
+    placement = np.random.default_rng(0).integers(0, fused.num_devices, fused.num_groups)
+    moves = propose(placement, allowed_devices(fused), twin_classes(cost), branch_sets(cost))
+    featurizer = MoveFeaturizer(cost)
+    mi, gi = np.nonzero(moves.members)
+    me, ee = featurizer._touched(mi, gi)
+    dense = moves.members[:, cost.edge_src] | moves.members[:, cost.edge_dst]  # (M, E)
+    want_m, want_e = np.nonzero(dense)
+    assert np.array_equal(me, want_m) and np.array_equal(ee, want_e)
+    keys = move_keys(moves)
+    expected = [m.tobytes() + bytes([int(d)]) for m, d in zip(np.packbits(moves.members, axis=1), moves.target)]
+    assert keys == expected
