@@ -238,13 +238,28 @@ def upward_rank(cost: CostModel) -> np.ndarray:
     return rank
 
 
+def _grouped_edges(
+    key: np.ndarray, other: np.ndarray, nbytes: np.ndarray, num_groups: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges grouped by their ``key`` end (CSR): ``(ptr, other end, bytes)``, stable within a group."""
+    order = np.argsort(key, kind="stable")
+    ptr = np.searchsorted(key[order], np.arange(num_groups + 1)).astype(np.int64)
+    return (
+        ptr,
+        np.ascontiguousarray(other[order], dtype=np.int64),
+        np.ascontiguousarray(nbytes[order], dtype=np.float64),
+    )
+
+
 def incoming_edges(cost: CostModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The edges of ``cost`` grouped by destination (CSR): ``(ptr, src, nbytes)``, where group ``g``'s
     incoming edges are ``ptr[g]:ptr[g + 1]`` of ``src`` (int64) and ``nbytes`` (float64)."""
-    by_dst = np.argsort(cost.edge_dst, kind="stable")
-    ptr = np.searchsorted(cost.edge_dst[by_dst], np.arange(cost.num_groups + 1)).astype(np.int64)
-    src = np.ascontiguousarray(cost.edge_src[by_dst], dtype=np.int64)
-    return ptr, src, np.ascontiguousarray(cost.edge_bytes[by_dst], dtype=np.float64)
+    return _grouped_edges(cost.edge_dst, cost.edge_src, cost.edge_bytes, cost.num_groups)
+
+
+def outgoing_edges(cost: CostModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges of ``cost`` grouped by source (CSR): ``(ptr, dst, nbytes)``, as :func:`incoming_edges`."""
+    return _grouped_edges(cost.edge_src, cost.edge_dst, cost.edge_bytes, cost.num_groups)
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from placement_gym.simulation.cost_model import CostModel
-from placement_gym.simulation.schedule import Schedule, _find, _memory_overflow
+from placement_gym.simulation.schedule import Schedule, _find, _memory_overflow, outgoing_edges
 
 
 @numba.njit(cache=True)
@@ -133,15 +133,17 @@ def _simulate_segments(
         return np.inf, over, peak
     n = dev.shape[0]
     seg, n_seg = segment_labels(dev, pred_ptr, pred_src, n_dev)
-    # a boundary between two segments of one device costs what one to its other devices costs (mean)
-    own_lat = np.zeros(n_dev)
-    own_inv = np.zeros(n_dev)
-    if n_dev > 1:
-        for d in range(n_dev):
-            for k in range(n_dev):
-                if k != d:
-                    own_lat[d] += latency[d, k] / (n_dev - 1)
-                    own_inv[d] += inv_bw[d, k] / (n_dev - 1)
+    # boundary figures between devices; between two segments of one device, what one to its other
+    # devices costs (mean)
+    b_lat = latency.copy()
+    b_inv = inv_bw.copy()
+    for d in range(n_dev):
+        b_lat[d, d] = 0.0
+        b_inv[d, d] = 0.0
+        for k in range(n_dev):
+            if k != d:
+                b_lat[d, d] += latency[d, k] / (n_dev - 1)
+                b_inv[d, d] += inv_bw[d, k] / (n_dev - 1)
     seg_dev = np.empty(n_seg, dtype=np.int64)
     cost = np.zeros(n_seg)
     for g in range(n):
@@ -175,19 +177,13 @@ def _simulate_segments(
                 n_readers += 1
             elif nbytes > best[b]:
                 best[b] = nbytes
-            db = seg_dev[b]
-            lat = own_lat[da] if db == da else latency[da, db]
-            inv = own_inv[da] if db == da else inv_bw[da, db]
             if nbytes > out_max:
-                out_max, out_lat, out_inv = nbytes, lat, inv
+                out_max, out_lat, out_inv = nbytes, b_lat[da, seg_dev[b]], b_inv[da, seg_dev[b]]
         if n_readers:
             cost[a] += 0.5 * (out_lat + out_max * out_inv)
         for r in range(n_readers):
             b = readers[r]
-            db = seg_dev[b]
-            lat = own_lat[da] if db == da else latency[da, db]
-            inv = own_inv[da] if db == da else inv_bw[da, db]
-            cost[b] += 0.5 * (lat + best[b] * inv)
+            cost[b] += 0.5 * (b_lat[da, seg_dev[b]] + best[b] * b_inv[da, seg_dev[b]])
             pair_src[n_pairs] = a
             pair_dst[n_pairs] = b
             n_pairs += 1
@@ -313,15 +309,9 @@ class SegmentSchedule:
 
     @classmethod
     def build(cls, cost: CostModel) -> SegmentSchedule:
-        """The segment schedule of ``cost`` (whose edges are sorted by source, as a CostModel's are)."""
-        by_src = np.argsort(cost.edge_src, kind="stable")
-        ptr = np.searchsorted(cost.edge_src[by_src], np.arange(cost.num_groups + 1)).astype(np.int64)
-        return cls(
-            groups=Schedule.build(cost),
-            succ_ptr=ptr,
-            succ_dst=np.ascontiguousarray(cost.edge_dst[by_src], dtype=np.int64),
-            succ_bytes=np.ascontiguousarray(cost.edge_bytes[by_src], dtype=np.float64),
-        )
+        """The segment schedule of ``cost``."""
+        succ_ptr, succ_dst, succ_bytes = outgoing_edges(cost)
+        return cls(groups=Schedule.build(cost), succ_ptr=succ_ptr, succ_dst=succ_dst, succ_bytes=succ_bytes)
 
     def _args(self) -> tuple:
         s, c = self.groups, self.cost
