@@ -33,7 +33,7 @@ def neighbourhood(problem: PlacementProblem, placement: np.ndarray, scorer: Move
     cost = problem.cost_model()
     moves = propose(placement, allowed_devices(problem), twin_classes(cost), branch_sets(cost))
     latency = problem.evaluate(placement).latency
-    after = np.stack([moves.apply(placement, i) for i in range(len(moves))])
+    after = moves.apply_all(placement)
     lat = np.array([e.latency if e.feasible else math.inf for e in problem.evaluate_batch(after)])
     better = lat < latency * (1 - 1e-9)
     order = np.argsort(scorer.predict(MoveFeaturizer(cost).features(placement, latency, moves)))

@@ -129,8 +129,7 @@ def collect_neighbourhoods(
             sample_rng=sample_rng,
         ) -> np.ndarray:
             nonlocal simulated
-            after = np.where(moves.members, moves.target[:, None], placement[None, :])
-            lat, over, _ = schedule.run_batch(after)
+            lat, over, _ = schedule.run_batch(moves.apply_all(placement))
             change = np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
             simulated += len(moves)
             scores = hard_of.scores(features, moves) if hard and hard_of is not None else None

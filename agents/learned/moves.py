@@ -164,6 +164,10 @@ class Moves:
         out[self.members[index]] = self.target[index]
         return out
 
+    def apply_all(self, placement: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+        """The placement after each move, shape ``(M, G)``, in ``dtype``."""
+        return np.where(self.members, self.target.astype(dtype)[:, None], placement.astype(dtype)[None, :])
+
 
 def twin_classes(cost: CostModel) -> np.ndarray:
     """Class id of each group, shape ``(G,)``: groups with equal compute times on every device (to 6
@@ -354,10 +358,9 @@ class MoveFeaturizer:
         keys = sorted_unique(np.repeat(mi, counts) * e_count + edges)
         return keys // e_count, keys % e_count
 
-    def _rows(self, members: np.ndarray, target: np.ndarray, placement: np.ndarray) -> np.ndarray:
+    def _rows(self, moves: Moves, placement: np.ndarray) -> np.ndarray:
         """The placement after each move, shape ``(M, G)``, in the dtype :meth:`estimate` runs on."""
-        dtype = np.int8 if self.cost.num_devices < 128 else np.int64
-        return np.where(members, target.astype(dtype)[:, None], placement.astype(dtype)[None, :])
+        return moves.apply_all(placement, np.int8 if self.cost.num_devices < 128 else np.int64)
 
     def features(self, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
         """:data:`MOVE_FEATURES` of each move, shape ``(M, F)``, float32.
@@ -438,7 +441,7 @@ class MoveFeaturizer:
                 n_on_target / np.maximum(n_outside, 1),
                 speed,
                 (
-                    self.estimate(self._rows(members, target, placement), base=placement)
+                    self.estimate(self._rows(moves, placement), base=placement)
                     - self.estimate(placement[None, :])[0]
                 )
                 * scale,
