@@ -19,7 +19,7 @@ import numpy as np
 
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform
-from placement_gym.simulation.backend import SimulatedBackend
+from placement_gym.simulation.backend import SCHEDULES, SimulatedBackend
 
 
 def bench(
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--schedule", choices=("auto", "groups", "segments"), default="auto")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="auto")
     args = parser.parse_args(argv)
     r = bench(args.model, args.level, args.platform, args.count, args.batch, args.seed, args.schedule)
     print(

@@ -38,8 +38,8 @@ class MoveRanker(Protocol):
 #: Called as ``fn(features (B, F), relative change (B,))`` after each evaluated batch of moves.
 Recorder = Callable[[np.ndarray, np.ndarray], None]
 #: Called as ``fn(placement (G,), latency, moves, features (M, F))`` at every placement whose moves are
-#: ranked (offline training labels the whole neighbourhood there).
-Visitor = Callable[[np.ndarray, float, Moves, np.ndarray], None]
+#: ranked (offline training labels the whole neighbourhood there); what it returns is ignored.
+Visitor = Callable[[np.ndarray, float, Moves, np.ndarray], object]
 
 
 def move_keys(moves: Moves) -> list[bytes]:
