@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.stats import spearmanr
 
 from experiments.sim_vs_measured_stats import KINDS, compare, fmt, host_row
@@ -105,12 +107,8 @@ class ModelData:
             op_cut = op_device[ops.edge_src] != op_device[ops.edge_dst]
             segments = len(split_segments(ops, op_device))
             same = p[src] == p[dst]
-            parent = np.arange(len(p))
-            for a, b in zip(src[same].tolist(), dst[same].tolist()):
-                ra, rb = _root(parent, a), _root(parent, b)
-                if ra != rb:
-                    parent[rb] = ra
-            subgraphs = len({_root(parent, g) for g in range(len(p))})
+            joined = coo_matrix((np.ones(int(same.sum())), (src[same], dst[same])), shape=(len(p), len(p)))
+            subgraphs = connected_components(joined, directed=False)[0]
             cut = ~same
             out.append(
                 [segments, subgraphs, cut.sum(), plain[cut].sum() / 1e6, block[cut].sum() / 1e6, p.mean()]
@@ -126,13 +124,6 @@ def split_halves(kinds: np.ndarray) -> np.ndarray:
     for kind in np.unique(kinds):
         half[np.flatnonzero(kinds == kind)[::2]] = True
     return half
-
-
-def _root(parent: np.ndarray, g: int) -> int:
-    """Root of ``g`` in the union-find forest ``parent``."""
-    while parent[g] != g:
-        g = int(parent[g])
-    return g
 
 
 def platform_costs(platform: Any) -> PartitionCosts:
