@@ -50,7 +50,7 @@ from placement_gym.backends.result_cache import ResultCache, check_cache_path
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
-from placement_gym.measured.dataflow import PartitionedExecutor
+from placement_gym.measured.dataflow import DRIVERS, PartitionedExecutor, worker_cores
 from placement_gym.measured.executor import ExecutionFailure, Executor, device_available, first_line
 from placement_gym.measured.hetero import HeteroExecutor
 from placement_gym.measured.timing import Timing, measure
@@ -71,6 +71,9 @@ class MeasuredBackend(LatencyBackend):
         graph: The coarse graph whose groups are placed.
         platform: The devices, each with its OpenVINO device string and compile properties.
         executor: ``"partitioned"`` or ``"hetero"``.
+        driver: Partitioned executor: how segments are started, ``"queue"`` or ``"threads"`` (see
+            :class:`~placement_gym.measured.dataflow.PartitionedExecutor`; workers are pinned to distinct
+            CPUs by :func:`~placement_gym.measured.dataflow.worker_cores`).
         warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
         repeats: Timed runs per evaluation: the minimum with ``rel_ci`` (made whatever the time budget;
             6 is the fewest whose median interval reaches 95%), the exact count without it (fewer if the
@@ -106,6 +109,7 @@ class MeasuredBackend(LatencyBackend):
         platform: Platform,
         *,
         executor: str = "partitioned",
+        driver: str = "queue",
         warmup: int = 2,
         repeats: int = 6,
         max_repeats: int = 30,
@@ -121,6 +125,8 @@ class MeasuredBackend(LatencyBackend):
         super().__init__(benchmark, graph, platform)
         if executor not in EXECUTORS:
             raise UnknownNameError("executor", executor, EXECUTORS)
+        if driver not in DRIVERS:
+            raise UnknownNameError("driver", driver, DRIVERS)
         _check_int("warmup", warmup, 0)
         _check_int("repeats", repeats, 1)
         _check_int("max_repeats", max_repeats, 1)
@@ -169,8 +175,12 @@ class MeasuredBackend(LatencyBackend):
                 inputs,
                 max_compiled_ops=limit,
                 run_timeout=float(run_timeout),
+                driver=driver,
+                cores=worker_cores(platform) if driver == "threads" else None,
             )
         self.config = self._config(executor)
+        if executor == "partitioned" and driver != "queue":  # absent: the queue driver (older caches)
+            self.config["driver"] = driver
         self.results = ResultCache(
             cache_size, self.config, cache_path, width=graph.num_groups, num_devices=platform.num_devices
         )

@@ -2,9 +2,10 @@
 
 A per-op placement is split into segments (:func:`~placement_gym.measured.segments.split_segments`);
 each segment is built as its own ``ov.Model`` and compiled on its device with
-``device.compile_config()``. One inference starts every segment whose inputs are ready with
-``start_async``; a device runs one segment at a time (a device is one serial resource, e.g. one 1-thread
-virtual CPU), while segments on different devices run concurrently.
+``device.compile_config()``. One inference starts every segment whose inputs are ready; a device runs one
+segment at a time (a device is one serial resource, e.g. one 1-thread virtual CPU), while segments on
+different devices run concurrently. Two drivers start them (:data:`DRIVERS`): by default ``start_async``
+and a queue of completions the calling thread reads; or one pinned worker thread per device.
 
 Tensors are not copied between segments: every source key (see :mod:`~placement_gym.measured.segments`)
 has one ``ov.Tensor`` for the executor's lifetime, set as the producer's output tensor and as every
@@ -18,7 +19,9 @@ placements recompile only the segments that changed. A segment that failed to co
 from __future__ import annotations
 
 import heapq
+import os
 import queue
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import openvino as ov
 
+from placement_gym.errors import UnknownNameError
 from placement_gym.graph import CompGraph
 from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
@@ -39,6 +43,10 @@ class _Compiled:
     segment: Segment
     request: ov.InferRequest
     runs: int = 0
+
+
+#: Who starts ready segments during a run (see :class:`PartitionedExecutor`).
+DRIVERS = ("queue", "threads")
 
 
 @dataclass(eq=False)
@@ -56,6 +64,135 @@ class Plan:
     users: list[list[int]] = field(default_factory=list)
 
 
+class _Workers:
+    """One thread per device that runs the device's segments with a blocking ``infer`` (the CPU plugin
+    computes a 1-thread model on the calling thread, so a pinned worker pins the device's work).
+
+    A finished segment makes its readers ready on their devices' workers (one thread handoff per segment
+    whose reader is on another device, none along a same-device chain); ready segments of a device run
+    lowest index (topological order) first.
+    """
+
+    def __init__(self, num_devices: int, cores: dict[int, int]) -> None:
+        self.lock = threading.Lock()
+        self.wake = [threading.Condition(self.lock) for _ in range(num_devices)]
+        self.run_state: _ThreadRun | None = None
+        self.stopping = False
+        self.threads = [
+            threading.Thread(target=self._work, args=(d, cores.get(d)), daemon=True, name=f"device-{d}")
+            for d in range(num_devices)
+        ]
+        for t in self.threads:
+            t.start()
+
+    def run(self, plan: Plan, timeout: float) -> float:
+        """Run ``plan`` once; its wall time in seconds.
+
+        Raises:
+            ExecutionFailure: If a segment fails, or the run does not finish within ``timeout`` seconds
+                (running segments are cancelled; not cacheable).
+        """
+        run = _ThreadRun(plan)
+        with self.lock:
+            if self.run_state is not None and self.run_state.busy:
+                raise ExecutionFailure("a device is still busy with an abandoned run", cacheable=False)
+            self.run_state = run
+            run.start = time.perf_counter()
+            for d in run.ready:
+                self.wake[d].notify()
+        if not run.done.wait(timeout):
+            with self.lock:
+                run.abandoned = True
+                busy = list(run.busy.values())
+            for i in busy:
+                try:
+                    plan.parts[i].request.cancel()
+                except Exception:  # cancelling an idle or failed request raises; nothing to do
+                    pass
+            raise ExecutionFailure(f"inference did not finish within {timeout:g} s", cacheable=False)
+        if run.error is not None:
+            raise ExecutionFailure(f"inference failed: {first_line(run.error)}", cacheable=False)
+        return run.end - run.start
+
+    def _work(self, device: int, cpu: int | None) -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})  # the calling thread only (Linux)
+        with self.lock:
+            while True:
+                run = self.run_state
+                while not self.stopping and (run is None or run.abandoned or not run.ready.get(device)):
+                    self.wake[device].wait()
+                    run = self.run_state
+                if self.stopping:
+                    return
+                i = heapq.heappop(run.ready[device])
+                run.busy[device] = i
+                self.lock.release()
+                try:
+                    run.plan.parts[i].request.infer()
+                    failed: BaseException | None = None
+                except Exception as exc:
+                    failed = exc
+                finally:
+                    self.lock.acquire()
+                del run.busy[device]
+                if run.abandoned:
+                    continue
+                if failed is not None:
+                    run.error, run.abandoned = failed, True
+                    run.done.set()
+                    continue
+                run.finished += 1
+                for u in run.plan.users[i]:
+                    run.waiting[u] -= 1
+                    if run.waiting[u] == 0:
+                        d = run.plan.parts[u].segment.device
+                        heapq.heappush(run.ready.setdefault(d, []), u)
+                        if d != device:
+                            self.wake[d].notify()
+                if run.finished == len(run.plan.parts):
+                    run.end = time.perf_counter()
+                    run.done.set()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            for w in self.wake:
+                w.notify_all()
+
+
+class _ThreadRun:
+    """The state of one run on :class:`_Workers` (guarded by their lock)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.waiting = [len(d) for d in plan.deps]
+        self.ready: dict[int, list[int]] = {}  # device -> heap of ready part indices
+        self.busy: dict[int, int] = {}  # device -> running part index
+        self.finished = 0
+        self.start = self.end = 0.0
+        self.abandoned = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        for i, n in enumerate(self.waiting):
+            if n == 0:
+                self.ready.setdefault(plan.parts[i].segment.device, []).append(i)
+
+
+def worker_cores(platform: Platform) -> dict[int, int]:
+    """The CPU each 1-thread CPU device's worker is pinned to: distinct CPUs this process may run on, in
+    device order; empty (no pinning) if there are fewer such CPUs than devices."""
+    single = [
+        i
+        for i, d in enumerate(platform.devices)
+        if d.ov_device == "CPU" and str(d.ov_config.get("INFERENCE_NUM_THREADS")) == "1"
+    ]
+    cpus = sorted(os.sched_getaffinity(0))
+    if not single or len(cpus) < len(single):
+        return {}
+    return dict(zip(single, cpus))
+
+
 class PartitionedExecutor(Executor):
     """Runs placements as dataflow graphs of separately compiled segments.
 
@@ -67,6 +204,13 @@ class PartitionedExecutor(Executor):
         inputs: Model inputs by input name (see :func:`~placement_gym.zoo.loading.random_inputs`).
         max_compiled_ops: Keep compiled segments with at most this many ops in total (LRU eviction).
         run_timeout: Seconds after which one inference counts as hung.
+        driver: How segments are started: ``"queue"`` (``start_async`` on OpenVINO's threads; each
+            completion callback puts the segment on a queue, and the calling thread starts the segments
+            it made ready: two thread handoffs per segment) or ``"threads"`` (one worker thread per
+            device, pinned to the CPU given by ``cores``, runs its segments with a blocking ``infer``:
+            no handoff along a same-device chain, one to another device's reader).
+        cores: ``"threads"`` driver: the CPU each device's worker is pinned to (device index -> CPU id);
+            devices not in it are not pinned.
     """
 
     name = "partitioned"
@@ -81,7 +225,14 @@ class PartitionedExecutor(Executor):
         *,
         max_compiled_ops: int,
         run_timeout: float = 600.0,
+        driver: str = "queue",
+        cores: dict[int, int] | None = None,
     ) -> None:
+        if driver not in DRIVERS:
+            raise UnknownNameError("driver", driver, DRIVERS)
+        self.driver = driver
+        self.cores = dict(cores or {})
+        self._workers: _Workers | None = None
         self.index = ModelIndex(model, graph)
         self.graph = graph
         self.platform = platform
@@ -184,6 +335,13 @@ class PartitionedExecutor(Executor):
     # ------------------------------------------------------------------ running
     def run(self, plan: Plan) -> float:
         parts = plan.parts
+        if self.driver == "threads":
+            if self._workers is None:
+                self._workers = _Workers(self.platform.num_devices, self.cores)
+            elapsed = self._workers.run(plan, self.run_timeout)
+            for p in parts:
+                p.runs += 1
+            return elapsed
         if len(parts) == 1:
             self._drain()  # the request's completion callback also fires here; keep the queue empty
             elapsed = timed_infer(parts[0].request, self.run_timeout)
@@ -271,6 +429,9 @@ class PartitionedExecutor(Executor):
         return [self._tensors[key].data.copy() for key in self.index.outputs]
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.stop()
+            self._workers = None
         self._compiled.clear()
         self._plans.clear()
         self._compiled_ops = 0

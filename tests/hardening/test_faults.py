@@ -4,7 +4,10 @@ result-cache lines."""
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,20 +16,21 @@ from placement_gym.backends.base import LatencyResult
 from placement_gym.backends.result_cache import ResultCache, fingerprint
 from placement_gym.errors import BackendError
 from placement_gym.measured.backend import MeasuredBackend
-from placement_gym.measured.dataflow import PartitionedExecutor, Plan, _Compiled
+from placement_gym.measured.dataflow import DRIVERS, PartitionedExecutor, Plan, _Compiled
 from placement_gym.measured.executor import ExecutionFailure
 from placement_gym.measured.hetero import HeteroExecutor, HeteroPlan
 from placement_gym.platforms import platform_from_dict
 
 
 class _HungRequest:
-    """An infer request whose inference never finishes (what a wedged device driver looks like)."""
+    """An infer request whose inference never finishes until cancelled (a wedged device driver)."""
 
     def __init__(self) -> None:
         self.cancelled = False
+        self._released = threading.Event()
 
-    def infer(self) -> None:  # the old code path: would block forever
-        raise AssertionError("a blocking infer() cannot be timed out")
+    def infer(self) -> None:  # blocks (on a worker thread) until cancel()
+        self._released.wait(30)
 
     def start_async(self) -> None:
         pass
@@ -37,28 +41,33 @@ class _HungRequest:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self._released.set()
 
     def wait(self) -> None:
         pass
 
 
-def _executor(cls, timeout: float):
+def _executor(cls, timeout: float, driver: str = "threads"):
     executor = cls.__new__(cls)  # only the run path is exercised; no model needed
     executor.run_timeout = timeout
     if cls is PartitionedExecutor:
-        import queue
-
         executor._done = queue.SimpleQueue()
+        executor.driver, executor.cores, executor._workers = driver, {}, None
+        executor.platform = SimpleNamespace(num_devices=1)
     return executor
 
 
-def test_a_hung_single_segment_inference_times_out() -> None:
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_hung_single_segment_inference_times_out(driver) -> None:
     request = _HungRequest()
-    plan = Plan([_Compiled(segment=None, request=request)], deps=[[]], users=[[]])
+    plan = Plan([_Compiled(segment=SimpleNamespace(device=0), request=request)], deps=[[]], users=[[]])
     start = time.perf_counter()
+    executor = _executor(PartitionedExecutor, 0.05, driver)
     with pytest.raises(ExecutionFailure, match=r"did not finish within 0.05 s") as info:
-        _executor(PartitionedExecutor, 0.05).run(plan)
+        executor.run(plan)
     assert not info.value.cacheable and request.cancelled and time.perf_counter() - start < 5
+    if executor._workers is not None:
+        executor._workers.stop()
 
 
 def test_a_hung_hetero_inference_times_out() -> None:

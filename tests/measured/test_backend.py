@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 
 import networkx as nx
@@ -17,6 +18,7 @@ from placement_gym.backends import make_backend
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.errors import BackendError, PlacementError, UnknownNameError
 from placement_gym.measured.backend import MeasuredBackend
+from placement_gym.measured.dataflow import DRIVERS, worker_cores
 from placement_gym.measured.executor import ExecutionFailure
 from placement_gym.measured.segments import split_segments
 from placement_gym.measured.timing import measure, summarize
@@ -126,12 +128,32 @@ def test_segments_keep_branches_concurrent():
 # ---------------------------------------------------------------- correctness
 @pytest.mark.parametrize("model", ["tiny_cnn", "tiny_bert"])
 @pytest.mark.parametrize("level", ["ops", "fused"])
-def test_partitioned_computes_the_unpartitioned_outputs(model, level, platform):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_partitioned_computes_the_unpartitioned_outputs(model, level, driver, platform):
     bench = load_benchmark(model)
     graph = bench.coarsen(level)
-    backend = MeasuredBackend(bench, graph, platform)
+    backend = MeasuredBackend(bench, graph, platform, driver=driver)
     _assert_same_outputs(backend, _random_placements(graph, 4, seed=1), _reference(bench))
     backend.close()
+
+
+def test_the_driver_is_checked_and_recorded(tiny_cnn, platform):
+    graph = tiny_cnn.coarsen("fused")
+    with pytest.raises(UnknownNameError, match="driver"):
+        MeasuredBackend(tiny_cnn, graph, platform, driver="callbacks")
+    assert "driver" not in MeasuredBackend(tiny_cnn, graph, platform).config  # earlier caches stay valid
+    backend = MeasuredBackend(tiny_cnn, graph, platform, driver="threads")
+    assert backend.config["driver"] == "threads" and backend.executor.driver == "threads"
+    backend.close()
+
+
+def test_worker_cores_pin_one_thread_cpu_devices_to_distinct_cpus(platform, monkeypatch):
+    cpu_devices = [i for i, d in enumerate(platform.devices) if d.ov_device == "CPU"]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5, 3, 9})
+    cores = worker_cores(platform)
+    assert sorted(cores) == cpu_devices and sorted(cores.values()) == [3, 5, 9][: len(cpu_devices)]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert worker_cores(platform) == {}  # fewer CPUs than devices: nothing pinned
 
 
 @pytest.mark.parametrize("model", ["tiny_cnn", "tiny_bert"])
@@ -311,7 +333,7 @@ def test_runtime_failures_are_not_cached(tiny_cnn, platform):
 
 
 class _FailingRequest:
-    """An infer request whose asynchronous start fails, as a device error would."""
+    """An infer request whose inference fails at its start, as a device error would."""
 
     def __init__(self, request):
         self._request = request
@@ -319,13 +341,17 @@ class _FailingRequest:
     def start_async(self):
         raise RuntimeError("Exception from the plugin: device lost")
 
+    def infer(self):
+        raise RuntimeError("Exception from the plugin: device lost")
+
     def __getattr__(self, name):
         return getattr(self._request, name)
 
 
-def test_a_failing_segment_leaves_the_executor_usable(tiny_bert, platform):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_failing_segment_leaves_the_executor_usable(tiny_bert, platform, driver):
     graph = tiny_bert.coarsen("k", k=6)
-    backend = MeasuredBackend(tiny_bert, graph, platform, repeats=2, rel_ci=None)
+    backend = MeasuredBackend(tiny_bert, graph, platform, driver=driver, repeats=2, rel_ci=None)
     placement = np.array([0, 1] * 3)[: graph.num_groups]
     plan = backend.executor.prepare(graph.expand(placement))
     assert len(plan.parts) > 1
@@ -365,13 +391,14 @@ def _two_branch_model(width: int = 512, depth: int = 6) -> ov.Model:
 
 
 @pytest.mark.slow
-def test_two_virtual_cpus_overlap():
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_two_virtual_cpus_overlap(driver):
     """Branches on cpu0 and cpu1 finish in clearly less time than both on cpu0 (ideal ratio 0.5)."""
     bench = load_benchmark(_two_branch_model())
     graph = bench.coarsen("ops")
     names = graph.ops.names
     split = np.array([1 if n.startswith("b") else 0 for n in names], np.int64)
-    backend = MeasuredBackend(bench, graph, _platform(), repeats=7, warmup=2, cache_size=0)
+    backend = MeasuredBackend(bench, graph, _platform(), driver=driver, repeats=7, warmup=2, cache_size=0)
     assert len(backend.executor.segments(graph.expand(split))) == 3  # a-branch, b-branch, join
     ratios = []
     for _ in range(3):  # another process may load the 2 cores; one clean attempt proves overlap
