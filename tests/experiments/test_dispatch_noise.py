@@ -17,7 +17,18 @@ def _rows(gaps: list[float], kinds: list[str]) -> list[dict]:
     for i, (g, k) in enumerate(zip(gaps, kinds)):
         base = 10.0 + i
         passes = [base * (1 - g / 2), base * (1 + g / 2)]
-        rows.append({"kind": k, "v": [{"latency": x, "raw": x, "cv": 0.01, "load": 1.0} for x in passes]})
+        recs = [
+            {
+                "latency": x,
+                "raw": x,
+                "cv": 0.01,
+                "load": 1.0,
+                "times": [x, 2 * x],
+                "reference_times": [1.0, 3.0],
+            }
+            for x in passes
+        ]
+        rows.append({"kind": k, "v": recs})
     return rows
 
 
@@ -27,6 +38,11 @@ def test_summary_measures_the_gap_between_passes() -> None:
     assert s["gap_mean"] == pytest.approx(0.03, rel=1e-9)
     assert s["gap_ci"][0] <= 0.03 <= s["gap_ci"][1]
     assert s["spearman"] == pytest.approx(1.0) and s["cv_median"] == pytest.approx(0.01)
+    # the fastest run and the fastest-run ratio carry the same gaps here (reference runs are equal)
+    for name in ("raw min", "min ratio"):
+        assert s["estimators"][name]["gap_mean"] == pytest.approx(0.03, rel=1e-9)
+    del rows[0]["v"][0]["times"]
+    assert "raw min" not in summarize_variant(rows, "v")["estimators"]  # records without run times
 
 
 def test_bootstrap_interval_is_tight_for_a_constant() -> None:
@@ -69,4 +85,4 @@ def test_a_tiny_run_reports_every_variant(tmp_path) -> None:
     payload = dispatch_noise.main(["--model", "tiny_cnn", "--count", "2", "--out", str(tmp_path / "dn")])
     assert set(payload["summary"]) == set(dispatch_noise.VARIANTS)
     assert len(payload["rows"]) == 4 and all(len(r["threads"]) == 2 for r in payload["rows"])
-    assert (tmp_path / "dn.md").read_text().count("| queue") == 2
+    assert (tmp_path / "dn.md").read_text().count("| queue+awake |") == 2  # both tables
