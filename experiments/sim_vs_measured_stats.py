@@ -128,7 +128,71 @@ def compare_runs(runs: list[dict[str, Any]], names: list[str]) -> tuple[dict[str
             f"{d_sp:.3f} / {100 * d_mape:.1f} / {100 * d_rel:.1f} pts | "
             f"{'yes' if agree else 'NO'} / {'yes' if agree_rel else 'NO'} |"
         )
+    pooled = {m: pooled_figures([r["models"][m] for r in runs]) for m in models}
+    if any(pooled.values()):
+        lines += [
+            "",
+            "**Simulator vs the runs pooled.** Where every run measured the same placements and simulated them "
+            "alike, each placement's drift-corrected ratio to the all-on-host reference (the median of a run's "
+            "replicates) is averaged over the runs (geometric mean): a measurement with the runs' noise averaged out, against `simulated / simulated "
+            "host`. `split halves` is how the pooled first and second half of the runs agree with each other "
+            "(the noise left in a half of the pooled measurement).",
+            "",
+            "| model | runs pooled | Spearman all / iid / blocks | relative MAPE | split halves Spearman |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for m, f in pooled.items():
+            if f:
+                out[m]["pooled"] = f
+                lines.append(
+                    f"| {m} | {f['runs']} | {fmt(f['all']['spearman'])} / {fmt(f['iid']['spearman'])} / "
+                    f"{fmt(f['blocks']['spearman'])} | {fmt(f['all']['mape'], True)} | "
+                    f"{fmt(f['split_halves'])} |"
+                )
     return out, lines
+
+
+def pooled_figures(models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Simulator vs the geometric mean over several runs (``models``: one model's entry of each run) of the
+    measured ratio to the host reference; ``{}`` unless all runs hold the same placements, simulated alike,
+    with a reference level and a host row.
+
+    Returns:
+        ``runs``, :func:`compare` stats per kind (``all``, ``iid``, ``blocks``) and ``split_halves``: the
+        Spearman between the pooled first and second halves of the runs (all placements).
+    """
+    rows = [m.get("rows") for m in models]
+    levels = [m["summary"].get("reference_level") for m in models]
+    if len(rows) < 2 or not all(rows):
+        return {}
+    first = rows[0]
+    same = all(
+        len(r) == len(first)
+        and all(
+            a["placement"] == b["placement"] and a["simulated"] == b["simulated"] for a, b in zip(first, r)
+        )
+        for r in rows[1:]
+    )
+    host = host_row(first)
+    if not same or not all(levels) or host is None or host["simulated"] is None:
+        return {}
+    keep = [
+        i
+        for i, row in enumerate(first)
+        if row["simulated"] is not None and all(r[i]["measured"] is not None for r in rows)
+    ]
+    # (runs, placements): each run's drift-corrected ratio to the host reference, in logs
+    logs = np.array([[np.log(r[i]["measured"] / level) for i in keep] for r, level in zip(rows, levels)])
+    measured = np.exp(logs.mean(axis=0))
+    simulated = np.array([first[i]["simulated"] / host["simulated"] for i in keep])
+    kinds = np.array([first[i]["kind"] for i in keep])
+    out: dict[str, Any] = {"runs": len(rows)}
+    for kind in (None, *KINDS):
+        sel = np.ones(len(keep), bool) if kind is None else kinds == kind
+        out["all" if kind is None else kind] = compare(measured[sel], simulated[sel])
+    half = len(rows) // 2
+    out["split_halves"] = float(spearmanr(logs[:half].mean(axis=0), logs[half:].mean(axis=0))[0])
+    return out
 
 
 def host_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

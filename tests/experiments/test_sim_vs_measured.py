@@ -175,6 +175,34 @@ def test_compare_runs_checks_the_relative_mape_too():
     assert "NO / yes" in lines[-1]
 
 
+def _pooled_run(truth: np.ndarray, simulated: np.ndarray, level: float, noise: float, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    kinds = ["single"] + ["iid", "blocks"] * ((len(truth) - 1) // 2)
+    rows = [
+        {"kind": k, "placement": [0] * 3 if i == 0 else [i % 2, 1, i], "simulated": float(s),
+         "measured": float(level * t * np.exp(noise * rng.standard_normal()))}
+        for i, (k, t, s) in enumerate(zip(kinds, truth, simulated))
+    ]  # fmt: skip
+    summary = {"all": {"spearman": 0.0, "mape": 0.0}, "reference_level": level}
+    return {"meta": {"date": "d"}, "models": {"m": {"summary": summary, "rows": rows}}}
+
+
+def test_pooling_runs_averages_the_measurement_noise_out():
+    truth = np.linspace(1.0, 1.3, 41)  # close latencies: 5% noise per run scrambles their order
+    runs = [_pooled_run(truth, truth * 2.0, level=1.0 + 0.1 * r, noise=0.05, seed=r) for r in range(8)]
+    summary, lines = stats.compare_runs(runs, [str(r) for r in range(8)])
+    pooled = summary["m"]["pooled"]
+    single = stats.pooled_figures([runs[0]["models"]["m"], runs[0]["models"]["m"]])  # one run, twice
+    assert pooled["runs"] == 8 and pooled["all"]["n"] == 41
+    assert pooled["all"]["spearman"] > single["all"]["spearman"] + 0.05
+    assert pooled["all"]["mape"] < single["all"]["mape"]  # levels differ per run: ratios cancel them
+    assert 0 < pooled["split_halves"] < 1 and "runs pooled" in "\n".join(lines)
+    other = _pooled_run(truth, truth * 2.0, 1.0, 0.05, 9)
+    other["models"]["m"]["rows"][3]["placement"] = [9, 9, 9]  # another placement: nothing to pool
+    assert stats.pooled_figures([runs[0]["models"]["m"], other["models"]["m"]]) == {}
+    assert stats.pooled_figures([_run(0.9, 0.1)["models"]["m"]] * 2) == {}  # runs without rows
+
+
 def test_rescore_needs_no_measurement_and_keeps_the_figures(tmp_path):
     rows = _rows(np.linspace(1.0, 2.0, 11), np.linspace(1.0, 2.1, 11), 1.0, noise=0.01)
     rows = [{**r, "segments": 1 + i % 4} for i, r in enumerate(rows)]  # synthetic: no benchmark to count them
@@ -228,7 +256,9 @@ def test_rounds_pool_their_runs_into_one_estimate():
     ]
     rec = svm._pooled_record(evaluations, t=1.0)
     assert rec["samples"] == 6 and rec["rounds"] == 2 and rec["stop"] == "rounds"
-    assert rec["latency"] == pytest.approx(level * 2.3)  # median of the six ratios 2.2, 2.4, 2.6, 2.0, 2.2, 2.4
+    assert rec["latency"] == pytest.approx(
+        level * 2.3
+    )  # median of the six ratios 2.2, 2.4, 2.6, 2.0, 2.2, 2.4
     assert rec["host_load"] == pytest.approx(0.4) and rec["raw"] == pytest.approx(0.165)
     single = svm._pooled_record(evaluations[:1], t=1.0)
     assert single["latency"] == pytest.approx(rounds[0][0].estimate) and single["samples"] == 3
