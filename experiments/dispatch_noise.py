@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
+from experiments.sim_vs_measured import build_parser as build_sim_vs_measured_parser
 from experiments.sim_vs_measured import sample_placements
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.measured.backend import MeasuredBackend
@@ -146,6 +147,13 @@ def summarize_variant(rows: list[dict[str, Any]], variant: str) -> dict[str, Any
     }
 
 
+def sim_vs_measured_protocol() -> dict[str, Any]:
+    """The measured backend's settings in :mod:`experiments.sim_vs_measured`'s defaults (no result cache)."""
+    d = build_sim_vs_measured_parser().parse_args([])
+    return {"warmup": d.warmup, "repeats": d.repeats, "max_repeats": d.max_repeats, "rel_ci": d.rel_ci,
+            "reference": d.reference, "time_budget": d.time_budget, "cache_size": 0}  # fmt: skip
+
+
 def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     bench = load_benchmark(args.model)
     coarse = bench.coarsen("fused")
@@ -156,9 +164,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
         if k != "single"
     ]
     limit = (len(placements) + 2) * bench.ops.num_nodes
-    protocol = dict(
-        warmup=1, repeats=6, max_repeats=12, rel_ci=0.02, reference="host", time_budget=1.5, cache_size=0
-    )
+    protocol = sim_vs_measured_protocol()
     backends = {
         v: MeasuredBackend(bench, coarse, plat, driver=v.split("+")[0], max_compiled_ops=limit, **protocol)
         for v in args.variants
