@@ -75,11 +75,16 @@ def local_tabu_mask(
     """Which moves are still tabu, shape ``(M,)``, bool: those that failed (``failed[key]``, the count of
     placement changes then) no earlier than the last move of any of their groups or of a graph neighbour
     of one (``moved_at``, shape ``(G,)``, -1 for never)."""
+    tabu = np.zeros(len(keys), dtype=bool)
+    rows = np.array([i for i, k in enumerate(keys) if k in failed], dtype=np.int64)
+    if len(rows) == 0:
+        return tabu
     near = moved_at.copy()  # the last change at each group or a graph neighbour of it
     np.maximum.at(near, edge_src, moved_at[edge_dst])
     np.maximum.at(near, edge_dst, moved_at[edge_src])
-    context = np.where(moves.members, near[None, :], -1).max(axis=1)  # (M,)
-    return np.array([failed.get(k, -2) >= c for k, c in zip(keys, context)], dtype=bool)
+    context = np.where(moves.members[rows], near[None, :], -1).max(axis=1)  # (R,)
+    tabu[rows] = np.array([failed[keys[i]] for i in rows]) >= context
+    return tabu
 
 
 def guided_search(
