@@ -27,8 +27,8 @@ What is learned and what is search:
   by the placement they were ranked at; within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
   devices), the move kinds (single groups, twin classes, segments, windows, fork-join branches), batching,
-  acceptance (best of the first improving batch), a tabu list local to each move's part of the graph, and
-  an iterated local search past local optima: a placement counts as exhausted once its ``depth`` best-ranked
+  acceptance (best of the first improving batch), a tabu list of moves that did not improve, and an
+  iterated local search past local optima: a placement counts as exhausted once its ``depth`` best-ranked
   moves hold no improvement; the search then walks to its best evaluated neighbour if that is within
   ``walk`` of the best latency, else perturbs the best placement.
 
@@ -40,8 +40,9 @@ once; and at inference many moves are evaluated per step, not one sampled.
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
 alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
-method with one scorer for every platform; ``tabu="global",depth=0,walk=0`` is the search of the third
-pass (a move that did not improve stays last for good, every ranked move tried, random kicks only).
+method with one scorer for every platform; ``depth=0,walk=0`` is the search of the third pass (every
+ranked move tried, random kicks only), and ``tabu="local"`` a variant whose tabu moves are tried again once
+their part of the graph has changed.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class GuidedImprovement(PlacementMethod):
         batch_size: int = 4,
         kick: int = 2,
         fine_tune: int = 0,
-        tabu: str = "local",
+        tabu: str = "global",
         depth: int = 96,
         walk: float = 0.02,
     ) -> None:
