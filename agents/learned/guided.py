@@ -27,8 +27,10 @@ What is learned and what is search:
   by the placement they were ranked at; within the budget).
 * **Search** (:func:`agents.learned.search.guided_search`): the start (best of HEFT and the single
   devices), the move kinds (single groups, twin classes, segments, windows, fork-join branches), batching,
-  acceptance
-  (best of the first improving batch) and perturbation when a neighbourhood is exhausted.
+  acceptance (best of the first improving batch), a tabu list of moves that did not improve, and an
+  iterated local search past local optima: a placement counts as exhausted once its ``depth`` best-ranked
+  moves hold no improvement; the search then walks to its best evaluated neighbour if that is within
+  ``walk`` of the best latency, else perturbs the best placement.
 
 Deviations from GiPH: the scorer is an MLP over hand-designed move features, not a GNN over the
 placement-device graph; it is trained by supervised ranking of simulated moves (a one-step, gamma = 0
@@ -38,7 +40,9 @@ once; and at inference many moves are evaluated per step, not one sampled.
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
 alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
-method with one scorer for every platform.
+method with one scorer for every platform; ``depth=0,walk=0`` is the search of the third pass (every
+ranked move tried, random kicks only), and ``tabu="local"`` a variant whose tabu moves are tried again once
+their part of the graph has changed.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from placement_gym.simulation.cost_model import CostModel
 
 DEFAULT_BUDGET = 500
 RANKERS = ("learned", "cost", "estimate", "random")
+TABUS = ("local", "global")
 
 
 def memory_binds(cost: CostModel) -> bool:
@@ -78,6 +83,11 @@ class GuidedImprovement(PlacementMethod):
         kick: Random moves applied to the best placement when a neighbourhood is exhausted.
         fine_tune: If > 0, refit the scorer once on the first ``fine_tune`` moves evaluated on this
             problem (from the pretrained weights; those evaluations count against the budget).
+        tabu: ``"local"``: a move that did not improve is tried last until a group of it or a graph
+            neighbour of one moves; ``"global"``: for the rest of the search.
+        depth: Ranked moves tried per placement before it counts as exhausted (0: all of them).
+        walk: Step to an exhausted placement's best evaluated neighbour if within this fraction of the
+            best latency (0: always kick the best placement instead).
     """
 
     name = "guided_improvement"
@@ -90,9 +100,16 @@ class GuidedImprovement(PlacementMethod):
         batch_size: int = 4,
         kick: int = 2,
         fine_tune: int = 0,
+        tabu: str = "global",
+        depth: int = 96,
+        walk: float = 0.02,
     ) -> None:
         if ranker not in RANKERS:
             raise UnknownNameError("move ranker", ranker, RANKERS)
+        if tabu not in TABUS:
+            raise UnknownNameError("tabu rule", tabu, TABUS)
+        if depth < 0 or walk < 0:
+            raise ValueError(f"depth and walk must be >= 0, got {depth}, {walk}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if fine_tune < 0 or (fine_tune and ranker != "learned"):
@@ -101,6 +118,7 @@ class GuidedImprovement(PlacementMethod):
             )
         self.budget, self.ranker, self.batch_size, self.kick = budget, ranker, int(batch_size), int(kick)
         self.fine_tune = int(fine_tune)
+        self.tabu, self.depth, self.walk = tabu, int(depth), float(walk)
         self.weights = Path(weights) if weights is not None else None
         self._scorers: dict[bool, MoveScorer] = {}
         if ranker == "learned":
@@ -124,5 +142,12 @@ class GuidedImprovement(PlacementMethod):
             tracker.budget = self.budget
         rng = np.random.default_rng(seed)
         return guided_search(
-            tracker, self._ranker(rng, tracker.problem.cost_model()), rng, self.batch_size, self.kick
+            tracker,
+            self._ranker(rng, tracker.problem.cost_model()),
+            rng,
+            self.batch_size,
+            self.kick,
+            local_tabu=self.tabu == "local",
+            depth=self.depth or None,
+            walk=self.walk,
         )

@@ -5,10 +5,15 @@ from a :class:`MoveRanker`. Starting from the best of HEFT's placement and every
 (one batch), it repeatedly proposes every move of the current placement (:mod:`agents.learned.moves`),
 orders them by the ranker, and evaluates the first ``batch_size`` not seen before in one
 ``evaluate_batch`` call. The best of a batch that improves on the current latency is taken; otherwise the
-next ``batch_size`` of the same ranking are tried, down to the whole list. When no move of the current
-placement is left, the best placement is perturbed by ``kick`` random moves and the climb goes on. A
-move (set of groups, device) that did not improve is ranked after every untried move of later placements
-(a tabu list), so the ranking does not spend the budget on the same attractive but useless moves.
+next ``batch_size`` of the same ranking are tried, down to the whole list (or the first ``depth`` of it).
+A move (set of groups, device) that did not improve is ranked after every untried move of later placements
+(a tabu list), so the ranking does not spend the budget on the same attractive but useless moves; with
+``local_tabu`` only until a group of the move, or a neighbour of one in the graph, has moved since it
+failed (its context changed, so it is untried again). When no move of the current placement is left,
+the search *walks* to the best evaluated neighbour that did not improve if that is within ``walk`` of the
+best latency found (an iterated-local-search step past a local optimum; the way back is a placement
+already seen, so it is never re-evaluated), and otherwise perturbs the best placement by ``kick`` random
+moves; then the climb goes on.
 """
 
 from __future__ import annotations
@@ -59,6 +64,29 @@ def start_placements(tracker: BudgetTracker, allowed: np.ndarray) -> np.ndarray:
     return np.stack(starts)
 
 
+def local_tabu_mask(
+    moves: Moves,
+    keys: list[bytes],
+    failed: dict[bytes, int],
+    moved_at: np.ndarray,
+    edge_src: np.ndarray,
+    edge_dst: np.ndarray,
+) -> np.ndarray:
+    """Which moves are still tabu, shape ``(M,)``, bool: those that failed (``failed[key]``, the count of
+    placement changes then) no earlier than the last move of any of their groups or of a graph neighbour
+    of one (``moved_at``, shape ``(G,)``, -1 for never)."""
+    tabu = np.zeros(len(keys), dtype=bool)
+    rows = np.array([i for i, k in enumerate(keys) if k in failed], dtype=np.int64)
+    if len(rows) == 0:
+        return tabu
+    near = moved_at.copy()  # the last change at each group or a graph neighbour of it
+    np.maximum.at(near, edge_src, moved_at[edge_dst])
+    np.maximum.at(near, edge_dst, moved_at[edge_src])
+    context = np.where(moves.members[rows], near[None, :], -1).max(axis=1)  # (R,)
+    tabu[rows] = np.array([failed[keys[i]] for i in rows]) >= context
+    return tabu
+
+
 def guided_search(
     tracker: BudgetTracker,
     ranker: MoveRanker,
@@ -67,32 +95,62 @@ def guided_search(
     kick: int = 2,
     recorder: Recorder | None = None,
     visitor: Visitor | None = None,
+    local_tabu: bool = False,
+    depth: int | None = None,
+    walk: float = 0.0,
 ) -> dict[str, int]:
     """Run the search until ``tracker``'s budget is spent (or no unseen placement is reachable).
 
+    Args:
+        local_tabu: A move that did not improve is tried last only until its groups or their graph
+            neighbours move (default: for the rest of the search).
+        depth: Try at most this many of each placement's ranked moves before calling it exhausted
+            (default: all of them).
+        walk: On an exhausted placement, go to its best evaluated neighbour if that is within this
+            fraction of the best latency found, instead of kicking the best placement (0: never).
+
     Returns:
-        Counts: ``steps`` (accepted moves), ``kicks`` (perturbations), ``batches``.
+        Counts: ``steps`` (accepted moves), ``walks`` (steps to a worse neighbour), ``kicks``
+        (perturbations), ``batches``.
     """
+    if depth is not None and depth < 1:
+        raise ValueError(f"depth must be >= 1 or None, got {depth}")
+    if walk < 0:
+        raise ValueError(f"walk must be >= 0, got {walk}")
     problem = tracker.problem
     allowed = allowed_devices(problem)
     classes = twin_classes(problem.cost_model())
     branches = branch_sets(problem.cost_model())
     featurizer = MoveFeaturizer(problem.cost_model())
+    edge_src, edge_dst = problem.cost_model().edge_src, problem.cost_model().edge_dst
     seen: set[bytes] = set()
     starts = start_placements(tracker, allowed)[: max(tracker.remaining or 1, 1)]
     for s in starts:
         seen.add(s.tobytes())
     results = tracker.evaluate_batch(starts)
     if not results:
-        return {"steps": 0, "kicks": 0, "batches": 0}
+        return {"steps": 0, "walks": 0, "kicks": 0, "batches": 0}
     best = int(np.argmin([r.latency for r in results]))
     current, latency = starts[best].copy(), float(results[best].latency)
-    steps = kicks = batches = stale = 0
-    failed: set[bytes] = set()  # moves (groups, device) that did not improve: tried again only last
+    steps = walks = kicks = batches = stale = 0
+    # moves (groups, device) that did not improve, with the count of placement changes when they failed
+    failed: dict[bytes, int] = {}
+    changes = 0
+    moved_at = np.full(problem.num_groups, -1, dtype=np.int64)  # the change count when each group last moved
+
+    def move_to(placement: np.ndarray) -> None:
+        nonlocal current, changes
+        changes += 1
+        moved_at[placement != current] = changes
+        current = placement
+
     while not tracker.exhausted and stale < 50:
         moves = propose(current, allowed, classes, branches)
         keys = move_keys(moves)
-        retry = np.array([k in failed for k in keys], dtype=bool)
+        if local_tabu:
+            retry = local_tabu_mask(moves, keys, failed, moved_at, edge_src, edge_dst)
+        else:
+            retry = np.array([k in failed for k in keys], dtype=bool)
         features = featurizer.features(current, latency, moves) if math.isfinite(latency) else None
         if features is None:
             order = rng.permutation(len(moves))
@@ -102,9 +160,11 @@ def guided_search(
             scores = ranker.scores(features, moves)
             order = np.lexsort((rng.random(len(moves)), scores, retry))  # untried first, random tie-break
         cursor, improved = 0, False
-        while cursor < len(order) and not tracker.exhausted:
+        limit = len(order) if depth is None else min(depth, len(order))
+        worse: list[tuple[float, np.ndarray]] = []  # evaluated neighbours that did not improve
+        while cursor < limit and not tracker.exhausted:
             picked, batch = [], []
-            while cursor < len(order) and len(batch) < min(batch_size, tracker.remaining):
+            while cursor < limit and len(batch) < min(batch_size, tracker.remaining):
                 candidate = moves.apply(current, int(order[cursor]))
                 key = candidate.tobytes()
                 if key not in seen:
@@ -122,30 +182,40 @@ def guided_search(
                 ranker.observe(features[picked[: len(results)]], change)
                 if recorder is not None:
                     recorder(features[picked[: len(results)]], change)
-            failed.update(keys[j] for j, lat_j in zip(picked, lat) if not lat_j < latency)
+            failed.update((keys[j], changes) for j, lat_j in zip(picked, lat) if not lat_j < latency)
             if len(lat) and lat.min() < latency:
                 i = int(np.argmin(lat))
-                current, latency, improved = batch[i], float(lat[i]), True
+                move_to(batch[i])
+                latency, improved = float(lat[i]), True
                 steps += 1
                 break
+            worse.extend((float(v), b) for v, b in zip(lat, batch) if math.isfinite(v))
         if improved:
             stale = 0
             continue
         if tracker.exhausted:
             break
-        stale += 1  # neighbourhood exhausted: perturb the best placement
+        stale += 1  # neighbourhood exhausted: walk on, or perturb the best placement
+        if walk and worse:
+            best_worse = min(worse, key=lambda w: w[0])
+            if best_worse[0] <= tracker.best_latency * (1 + walk):
+                walks += 1
+                move_to(best_worse[1])
+                latency = best_worse[0]
+                continue
         kicks += 1
-        current = tracker.best_placement.copy() if tracker.best_placement is not None else current
-        moves = propose(current, allowed, classes, branches)
+        kicked = tracker.best_placement.copy() if tracker.best_placement is not None else current
+        moves = propose(kicked, allowed, classes, branches)
         for i in rng.choice(len(moves), size=min(kick, len(moves)), replace=False):
-            current = moves.apply(current, int(i))
+            kicked = moves.apply(kicked, int(i))
+        move_to(kicked)
         latency = math.inf
         key = current.tobytes()
         if key not in seen and not tracker.exhausted:
             seen.add(key)
             result = tracker.evaluate_batch(current[None, :])[0]
             latency = result.latency if result.feasible else math.inf
-    return {"steps": steps, "kicks": kicks, "batches": batches}
+    return {"steps": steps, "walks": walks, "kicks": kicks, "batches": batches}
 
 
 class RandomRanker:

@@ -187,6 +187,57 @@ def test_bad_arguments_and_missing_weights_are_named(tmp_path):
         make_method("guided_improvement", batch_size=0)
     with pytest.raises(PlacementGymError, match="train_guided"):
         make_method("guided_improvement", weights=tmp_path)
+    with pytest.raises(UnknownNameError):
+        make_method("guided_improvement", tabu="forever")
+    with pytest.raises(ValueError, match="depth and walk"):
+        make_method("guided_improvement", depth=-1)
+    with pytest.raises(ValueError, match="depth and walk"):
+        make_method("guided_improvement", walk=-0.1)
+
+
+def test_local_tabu_lifts_a_failed_move_once_its_part_of_the_graph_moves(fused):
+    from agents.learned.moves import Moves
+    from agents.learned.search import local_tabu_mask, move_keys
+
+    cost = fused.cost_model()
+    g = int(cost.edge_dst[0])  # a group with a predecessor
+    neighbour = int(cost.edge_src[0])
+    adjacent = set(cost.edge_src[cost.edge_dst == g]) | set(cost.edge_dst[cost.edge_src == g]) | {g}
+    far = next(x for x in range(cost.num_groups) if x not in adjacent)
+    members = np.zeros((2, cost.num_groups), dtype=bool)
+    members[0, g] = members[1, far] = True
+    moves = Moves(members, np.array([1, 1]), np.array([0, 0]))
+    keys = move_keys(moves)
+    failed = {keys[0]: 0}  # the move of g failed before any change; the move of far never failed
+    moved_at = np.full(cost.num_groups, -1)
+    mask = lambda: local_tabu_mask(moves, keys, failed, moved_at, cost.edge_src, cost.edge_dst)  # noqa: E731
+    assert mask().tolist() == [True, False]
+    moved_at[far] = 1  # a change far from g leaves it tabu
+    assert mask().tolist() == [True, False]
+    moved_at[neighbour] = 2  # a neighbour of g moved: its move is untried again
+    assert mask().tolist() == [False, False]
+    failed[keys[0]] = 2  # it failed again after that change
+    assert mask().tolist() == [True, False]
+
+
+def test_walks_past_local_optima_and_never_evaluates_a_placement_twice(fused):
+    from agents.base import BudgetTracker
+    from agents.learned.scorer import PRETRAINED
+    from agents.learned.search import guided_search
+
+    tracker = BudgetTracker(fused, 400)
+    evaluated: list[bytes] = []
+    tracker.listeners.append(lambda t, p, lat, ok: evaluated.append(np.asarray(p).tobytes()))
+    counts = guided_search(
+        tracker, MoveScorer.load(PRETRAINED), np.random.default_rng(0), 4, local_tabu=True, depth=8, walk=0.5
+    )
+    tracker.detach()
+    assert counts["walks"] > 0 and tracker.used == 400
+    assert len(evaluated) == len(set(evaluated)) == 400
+    with pytest.raises(ValueError, match="depth"):
+        guided_search(
+            BudgetTracker(fused, 10), MoveScorer.load(PRETRAINED), np.random.default_rng(0), depth=0
+        )
 
 
 def test_fine_tuning_refits_within_the_budget(fused):
