@@ -27,9 +27,12 @@ from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem
 
 
-def neighbourhood(problem: PlacementProblem, placement: np.ndarray, scorer: MoveScorer) -> dict:
-    """Every move of ``placement`` evaluated: improving moves by kind, the best one, and the scorer's rank
-    of the first improving move."""
+def neighbourhood(
+    problem: PlacementProblem, placement: np.ndarray, scorer: MoveScorer, top: int = 96
+) -> dict:
+    """Every move of ``placement`` evaluated: improving moves by kind, the best one, the scorer's rank
+    of the first improving move, and how many moves are infeasible (over memory), in all and among the
+    scorer's first ``top`` (the method's default depth)."""
     cost = problem.cost_model()
     moves = propose(placement, allowed_devices(problem), twin_classes(cost), branch_sets(cost))
     latency = problem.evaluate(placement).latency
@@ -43,6 +46,8 @@ def neighbourhood(problem: PlacementProblem, placement: np.ndarray, scorer: Move
         "moves": len(moves),
         "improving": {k: int((better & (moves.kind == i)).sum()) for i, k in enumerate(KINDS)},
         "first_improving_rank": int(ranks[0]) if len(ranks) else None,
+        "infeasible": int(np.isinf(lat).sum()),
+        "infeasible_in_top": int(np.isinf(lat[order[:top]]).sum()),
         "best_change": float(lat[best] / latency - 1),
         "best_kind": KINDS[int(moves.kind[best])],
         "best": after[best],

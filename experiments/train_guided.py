@@ -102,11 +102,15 @@ def collect_neighbourhoods(
     descents: int = 1,
     hard_of=None,
     hard: int = 0,
+    depth: int | None = None,
+    walk: float = 0.0,
 ) -> tuple[Neighbourhoods, int, int]:
     """Run one episode per problem and simulate every move of each placement it ranks; then ``descents``
     best-improvement descents of up to ``descend`` steps on those simulations, from the episode's best
     placement and from kicked copies of it (every step's placement labelled too: the near-local-optimum
-    placements where few moves improve and the ranking's precision matters most).
+    placements where few moves improve and the ranking's precision matters most). ``depth`` and ``walk``
+    are the episodes' search settings (:func:`~agents.learned.search.guided_search`): with the method's
+    own (96, 0.02) the episodes visit the placements near local optima that the method visits.
 
     Returns:
         ``(neighbourhoods, search evaluations, simulated moves)``; of each placement every improving move,
@@ -138,7 +142,7 @@ def collect_neighbourhoods(
             return change
 
         tracker = BudgetTracker(problem, budget)
-        guided_search(tracker, ranker_of(rng), rng, batch_size=4, visitor=visit)
+        guided_search(tracker, ranker_of(rng), rng, batch_size=4, visitor=visit, depth=depth, walk=walk)
         evaluations += tracker.used
         tracker.detach()
         best = tracker.best_placement
@@ -233,7 +237,7 @@ def train_listwise(args: argparse.Namespace, problems: list) -> tuple[MoveScorer
         base = scorer if scorer is not None else CostRanker()
         data, n, sim = collect_neighbourhoods(
             problems, lambda rng, b=base: NoisyRanker(b, args.noise, rng), args.budget, args.seed + r,
-            args.negatives, args.descend, args.descents, base, args.hard,
+            args.negatives, args.descend, args.descents, base, args.hard, args.depth or None, args.walk,
         )  # fmt: skip
         parts.append(data)
         evaluations += n
@@ -279,6 +283,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--descend", type=int, default=0, help="listwise: descent steps after each episode")
     parser.add_argument("--hard", type=int, default=0, help="listwise: top-ranked non-improving moves kept")
     parser.add_argument("--descents", type=int, default=1, help="listwise: descents per episode (kicked)")
+    parser.add_argument(
+        "--depth", type=int, default=0, help="listwise: episodes' ranked moves per placement (0: all)"
+    )
+    parser.add_argument(
+        "--walk", type=float, default=0.0, help="listwise: episodes' walk past local optima (0: kicks only)"
+    )
     parser.add_argument("--temperature", type=float, default=0.5, help="listwise: target temperature")
     parser.add_argument(
         "--epochs", type=int, default=None, help="passes over the data (default 60, listwise 30)"

@@ -126,3 +126,26 @@ def test_descents_add_placements_after_the_episode():
     k = len(plain.change)
     assert np.array_equal(more.change[:k], plain.change[:k]) and more.state.max() > plain.state.max()
     assert (more.state == plain.state.max() + 1).any()
+
+
+def test_episodes_follow_the_given_search_settings():
+    from agents.base import BudgetTracker
+    from agents.learned.search import CostRanker, guided_search
+    from experiments.train_guided import collect_neighbourhoods
+    from placement_gym.problem import PlacementProblem
+
+    problem = PlacementProblem.make("tiny_bert", "multi-accel", "simulated")
+    visited = []
+    tracker = BudgetTracker(problem, 120)
+    rng = np.random.default_rng([0, 0])
+    guided_search(
+        tracker, CostRanker(), rng, batch_size=4, depth=8, walk=0.02,
+        visitor=lambda p, lat, m, f: visited.append(len(m)),
+    )  # fmt: skip
+    tracker.detach()
+    args = ([("tiny_bert", problem)], lambda rng: CostRanker())
+    shallow, _, _ = collect_neighbourhoods(*args, budget=120, seed=0, negatives=10**6, depth=8, walk=0.02)
+    full, _, _ = collect_neighbourhoods(*args, budget=120, seed=0, negatives=10**6)
+    # one labelled neighbourhood per placement the search with depth 8 and the walk ranked, in its order
+    assert np.bincount(shallow.state).tolist() == visited
+    assert int(shallow.state.max()) != int(full.state.max())
