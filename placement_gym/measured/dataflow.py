@@ -76,6 +76,7 @@ class _Workers:
     def __init__(self, num_devices: int, cores: dict[int, int]) -> None:
         self.lock = threading.Lock()
         self.wake = [threading.Condition(self.lock) for _ in range(num_devices)]
+        self.idle = threading.Condition(self.lock)  # notified when no segment of an earlier run is running
         self.run_state: _ThreadRun | None = None
         self.stopping = False
         self.threads = [
@@ -94,8 +95,12 @@ class _Workers:
         """
         run = _ThreadRun(plan)
         with self.lock:
-            if self.run_state is not None and self.run_state.busy:
-                raise ExecutionFailure("a device is still busy with an abandoned run", cacheable=False)
+            # a failed or timed-out run may still be finishing a segment on another device
+            previous = self.run_state
+            if previous is not None and not self.idle.wait_for(lambda: not previous.busy, timeout):
+                raise ExecutionFailure(
+                    f"a device is still busy with an abandoned run after {timeout:g} s", cacheable=False
+                )
             self.run_state = run
             run.start = time.perf_counter()
             for d in run.ready:
@@ -136,6 +141,8 @@ class _Workers:
                 finally:
                     self.lock.acquire()
                 del run.busy[device]
+                if not run.busy:
+                    self.idle.notify_all()
                 if run.abandoned:
                     continue
                 if failed is not None:

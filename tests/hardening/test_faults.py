@@ -180,3 +180,37 @@ def test_result_cache_reads_valid_lines(tmp_path) -> None:
     cache = ResultCache(8, config, path, width=3, num_devices=2)
     hit = cache.get(np.array([1, 1, 1], np.int64).tobytes())
     assert len(cache) == 2 and hit is not None and not hit.feasible and cache.rejected == 0
+
+
+class _Request:
+    """A stand-in infer request: sleeps ``seconds``, then fails if ``fails``."""
+
+    def __init__(self, seconds: float = 0.0, fails: bool = False) -> None:
+        self.seconds, self.fails = seconds, fails
+
+    def infer(self) -> None:
+        time.sleep(self.seconds)
+        if self.fails:
+            raise RuntimeError("device lost")
+
+    def cancel(self) -> None:
+        pass
+
+
+def _part(device: int, request: _Request) -> _Compiled:
+    return _Compiled(segment=SimpleNamespace(device=device), request=request)
+
+
+def test_threads_driver_waits_for_a_failed_runs_other_device() -> None:
+    """After a segment fails, the next run waits for the other device's segment of the failed run to end
+    instead of failing (or sharing the device with it)."""
+    executor = _executor(PartitionedExecutor, 5.0, "threads")
+    executor.platform = SimpleNamespace(num_devices=2)
+    slow = _Request(seconds=0.3)
+    failing = Plan([_part(0, _Request(fails=True)), _part(1, slow)], deps=[[], []], users=[[], []])
+    with pytest.raises(ExecutionFailure, match="device lost"):
+        executor.run(failing)
+    start = time.perf_counter()
+    assert executor.run(Plan([_part(1, _Request())], deps=[[]], users=[[]])) >= 0
+    assert time.perf_counter() - start > 0.1  # it waited for the slow segment
+    executor._workers.stop()
