@@ -99,7 +99,11 @@ def test_fit_recovers_the_figures_under_either_schedule(tiny_data, schedule):
 def test_the_two_schedules_differ_on_split_placements(tiny_data):
     base = sim_fidelity.platform_costs(tiny_data.platform)
     groups, segments = tiny_data.simulate(base, "groups"), tiny_data.simulate(base, "segments")
-    assert np.allclose(groups[:2], segments[:2], rtol=0.01)  # one device: one segment, one subgraph
+    # one device: one segment, one subgraph. All on the host, the schedules agree; all on cpu1 the group
+    # schedule also moves the graph's inputs and results over the link (the machine's measured figures),
+    # the executor's segments share them in memory, so the two identical virtual CPUs take the same time.
+    assert groups[0] == pytest.approx(segments[0], rel=1e-9)
+    assert segments[1] == pytest.approx(segments[0], rel=1e-9) and groups[1] >= segments[1]
     assert not np.allclose(groups[2:], segments[2:], rtol=0.01)
 
 
