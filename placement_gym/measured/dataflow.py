@@ -130,8 +130,7 @@ class _Workers:
                     run = self.run_state
                 if self.stopping:
                     return
-                i = heapq.heappop(run.ready[device])
-                run.busy[device] = i
+                i = run.take(device)
                 self.lock.release()
                 try:
                     run.plan.parts[i].request.infer()
@@ -140,26 +139,20 @@ class _Workers:
                     failed = exc
                 finally:
                     self.lock.acquire()
-                del run.busy[device]
-                if not run.busy:
-                    self.idle.notify_all()
-                if run.abandoned:
-                    continue
-                if failed is not None:
-                    run.error, run.abandoned = failed, True
-                    run.done.set()
-                    continue
-                run.finished += 1
-                for u in run.plan.users[i]:
-                    run.waiting[u] -= 1
-                    if run.waiting[u] == 0:
-                        d = run.plan.parts[u].segment.device
-                        heapq.heappush(run.ready.setdefault(d, []), u)
+                if run.abandoned or failed is not None:
+                    del run.busy[device]
+                    if failed is not None and not run.abandoned:
+                        run.error, run.abandoned = failed, True
+                        run.done.set()
+                else:
+                    for d in run.complete(i):
                         if d != device:
                             self.wake[d].notify()
-                if run.finished == len(run.plan.parts):
-                    run.end = time.perf_counter()
-                    run.done.set()
+                    if run.finished == len(run.plan.parts):
+                        run.end = time.perf_counter()
+                        run.done.set()
+                if not run.busy:
+                    self.idle.notify_all()
 
     def stop(self) -> None:
         with self.lock:
@@ -168,8 +161,9 @@ class _Workers:
                 w.notify_all()
 
 
-class _ThreadRun:
-    """The state of one run on :class:`_Workers` (guarded by their lock)."""
+class _RunState:
+    """Which parts of one run are waiting, ready or running, shared by both drivers: a device runs one part
+    at a time, its ready parts lowest index (topological order) first."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -177,13 +171,41 @@ class _ThreadRun:
         self.ready: dict[int, list[int]] = {}  # device -> heap of ready part indices
         self.busy: dict[int, int] = {}  # device -> running part index
         self.finished = 0
+        for i, n in enumerate(self.waiting):
+            if n == 0:
+                self.ready.setdefault(plan.parts[i].segment.device, []).append(i)
+
+    def take(self, device: int) -> int | None:
+        """The part ``device`` runs next, marked running; None if it is busy or has nothing ready."""
+        heap = self.ready.get(device)
+        if not heap or device in self.busy:
+            return None
+        i = self.busy[device] = heapq.heappop(heap)
+        return i
+
+    def complete(self, i: int) -> list[int]:
+        """Part ``i`` finished: its device is free; returns the devices of the parts it made ready."""
+        del self.busy[self.plan.parts[i].segment.device]
+        self.finished += 1
+        devices = []
+        for u in self.plan.users[i]:
+            self.waiting[u] -= 1
+            if self.waiting[u] == 0:
+                d = self.plan.parts[u].segment.device
+                heapq.heappush(self.ready.setdefault(d, []), u)
+                devices.append(d)
+        return devices
+
+
+class _ThreadRun(_RunState):
+    """A run on :class:`_Workers` (guarded by their lock): the part states, times, outcome."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__(plan)
         self.start = self.end = 0.0
         self.abandoned = False
         self.error: BaseException | None = None
         self.done = threading.Event()
-        for i, n in enumerate(self.waiting):
-            if n == 0:
-                self.ready.setdefault(plan.parts[i].segment.device, []).append(i)
 
 
 def worker_cores(platform: Platform) -> dict[int, int]:
@@ -357,52 +379,38 @@ class PartitionedExecutor(Executor):
         return self._run_dataflow(plan)
 
     def _run_dataflow(self, plan: Plan) -> float:
-        parts, users = plan.parts, plan.users
+        parts = plan.parts
         position = {p.segment.cache_key: i for i, p in enumerate(parts)}
-        waiting = [len(d) for d in plan.deps]
-        ready: dict[int, list[int]] = {}  # device -> heap of ready part indices
-        busy: dict[int, int] = {}  # device -> running part index
-        for i, n in enumerate(waiting):
-            if n == 0:
-                ready.setdefault(parts[i].segment.device, []).append(i)
+        state = _RunState(plan)
 
         def launch(device: int) -> None:
-            heap = ready.get(device)
-            if heap and device not in busy:
-                i = heapq.heappop(heap)
-                busy[device] = i
+            i = state.take(device)
+            if i is not None:
                 parts[i].request.start_async()
 
         self._drain()
         start = time.perf_counter()
         deadline = start + self.run_timeout
         try:
-            for device in list(ready):
+            for device in list(state.ready):
                 launch(device)
-            finished = 0
-            while finished < len(parts):
+            while state.finished < len(parts):
                 try:
                     key = self._done.get(timeout=min(1.0, max(deadline - time.perf_counter(), 0.001)))
                 except queue.Empty:
-                    self._check_running(parts, busy, deadline)
+                    self._check_running(parts, state.busy, deadline)
                     continue
                 i = position[key]
                 parts[i].request.wait()  # returns at once; raises if the inference failed
-                finished += 1
-                device = parts[i].segment.device
-                del busy[device]
-                for u in users[i]:
-                    waiting[u] -= 1
-                    if waiting[u] == 0:
-                        heapq.heappush(ready.setdefault(parts[u].segment.device, []), u)
-                        launch(parts[u].segment.device)
-                launch(device)
+                for device in state.complete(i):
+                    launch(device)
+                launch(parts[i].segment.device)
             elapsed = time.perf_counter() - start
         except ExecutionFailure:
-            self._abort(parts, busy)
+            self._abort(parts, state.busy)
             raise
         except Exception as exc:
-            self._abort(parts, busy)
+            self._abort(parts, state.busy)
             raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
         for p in parts:
             p.runs += 1
