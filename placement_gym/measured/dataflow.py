@@ -368,15 +368,14 @@ class PartitionedExecutor(Executor):
             if self._workers is None:
                 self._workers = _Workers(self.platform.num_devices, self.cores)
             elapsed = self._workers.run(plan, self.run_timeout)
-            for p in parts:
-                p.runs += 1
-            return elapsed
-        if len(parts) == 1:
+        elif len(parts) == 1:
             self._drain()  # the request's completion callback also fires here; keep the queue empty
             elapsed = timed_infer(parts[0].request, self.run_timeout)
-            parts[0].runs += 1
-            return elapsed
-        return self._run_dataflow(plan)
+        else:
+            elapsed = self._run_dataflow(plan)
+        for p in parts:
+            p.runs += 1
+        return elapsed
 
     def _run_dataflow(self, plan: Plan) -> float:
         parts = plan.parts
@@ -412,8 +411,6 @@ class PartitionedExecutor(Executor):
         except Exception as exc:
             self._abort(parts, state.busy)
             raise ExecutionFailure(f"inference failed: {first_line(exc)}", cacheable=False) from exc
-        for p in parts:
-            p.runs += 1
         return elapsed
 
     def _check_running(self, parts: list[_Compiled], busy: dict[int, int], deadline: float) -> None:
