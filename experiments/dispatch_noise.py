@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -183,10 +183,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
                 shift = (i + pass_) % len(args.variants)
                 for v in args.variants[shift:] + args.variants[:shift]:
                     backend = backends[v]
-                    if v == "queue+awake":
-                        with spinners.awake():
-                            result = backend.evaluate(placement)
-                    else:
+                    with spinners.awake() if v == "queue+awake" else nullcontext():
                         result = backend.evaluate(placement)
                     times = np.array(backend.last_timing.times)
                     rows[i][v].append(
@@ -207,8 +204,8 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     finally:
         if spinners is not None:
             spinners.close()
-        for b in set(map(id, backends.values())):
-            next(x for x in backends.values() if id(x) == b).close()
+        for b in {id(b): b for b in backends.values()}.values():  # queue+awake shares queue's backend
+            b.close()
     summary = {v: summarize_variant(rows, v) for v in args.variants}
     meta = {
         "command": command,
