@@ -233,15 +233,14 @@ def propose(
     gs, ds = np.nonzero(allowed)  # row-major: by group, then device
     keep = ds != placement[gs]
     add(np.eye(g_count, dtype=bool)[gs[keep]], ds[keep], 0)
-    for c in np.unique(classes):
-        in_class = classes == c
-        for src in np.unique(placement[in_class]):
-            members = in_class & (placement == src)
-            if members.sum() < 2:
-                continue
-            for d in range(d_count):
-                if d != src and allowed[members, d].all():
-                    add(members[None, :], d, 1)
+    keys = classes.astype(np.int64) * d_count + placement  # (class, device it sits on) of each group
+    unique_keys, counts = np.unique(keys, return_counts=True)
+    for key in unique_keys[counts >= 2]:  # by class, then source device
+        src = int(key) % d_count
+        members = keys == key
+        for d in range(d_count):
+            if d != src and allowed[members, d].all():
+                add(members[None, :], d, 1)
     index = np.arange(g_count)
     for kind, lengths in ((2, SEGMENT_LENGTHS), (3, WINDOW_LENGTHS)):
         for length in lengths:
