@@ -17,6 +17,10 @@ Deviations, all to fit this benchmark's cost model:
 * Memory: a device is a candidate only if the group fits in its remaining memory under a static,
   permanent-residency ledger (:class:`agents.baselines.common.MemoryLedger`); HEFT has no memory model.
 * Only the placement is kept; the env's backend recomputes the schedule and latency.
+
+Option ``insertion=False`` (``heft:insertion=false``; not HEFT as published) drops the insertion policy:
+a group starts after the last group of its device, which is how the simulator runs a device (in one
+fixed priority order, no gap filling), so HEFT's own schedule matches the one that is evaluated.
 """
 
 from __future__ import annotations
@@ -40,12 +44,15 @@ from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import upward_rank
 
 
-def heft_placement(cost: CostModel, allowed: np.ndarray) -> tuple[np.ndarray, float]:
+def heft_placement(cost: CostModel, allowed: np.ndarray, insertion: bool = True) -> tuple[np.ndarray, float]:
     """HEFT's placement and its own (contention-free) makespan estimate.
 
     Args:
         cost: The cost model.
         allowed: Devices each group may use, shape ``(G, D)``, bool.
+        insertion: Let a group fill an idle gap between groups already on a device (HEFT's policy);
+            ``False`` starts it after the device's last group (a non-insertion variant: each device runs
+            its groups in the order they were scheduled, as the simulator's list schedule does).
 
     Returns:
         ``(placement, makespan)``: placement of shape ``(G,)``, int64; makespan in seconds.
@@ -68,7 +75,10 @@ def heft_placement(cost: CostModel, allowed: np.ndarray) -> tuple[np.ndarray, fl
             for s, b in preds[g]:
                 ready = max(ready, finish[s] + transfer(cost, b, int(placement[s]), d))
             duration = float(cost.compute[g, d]) + _invoke(cost, preds[g], placement, d)
-            start = _earliest_gap(busy[d], ready, duration)
+            if insertion:
+                start = _earliest_gap(busy[d], ready, duration)
+            else:
+                start = max(ready, busy[d][-1][1]) if busy[d] else ready
             score = start + duration + transfer(cost, cost.result_bytes[g], d, cost.host)
             if best is None or score < best[0]:
                 best = (score, d, start)
@@ -76,7 +86,7 @@ def heft_placement(cost: CostModel, allowed: np.ndarray) -> tuple[np.ndarray, fl
         finish[g] = start + float(cost.compute[g, d]) + _invoke(cost, preds[g], placement, d)
         ledger.add(g, d, placement)
         placement[g] = d
-        bisect.insort(busy[d], (start, finish[g]))
+        bisect.insort(busy[d], (start, finish[g]))  # (appended when not inserting: it starts after all)
         makespan = max(makespan, score)
     return placement, makespan
 
@@ -97,12 +107,21 @@ def _earliest_gap(busy: list[tuple[float, float]], ready: float, duration: float
 
 
 class HEFT(PlacementMethod):
-    """HEFT list scheduling on the env's cost model; one evaluation (see the module docstring)."""
+    """HEFT list scheduling on the env's cost model; one evaluation (see the module docstring).
+
+    Args:
+        insertion: HEFT's insertion policy (default); ``False`` for the non-insertion variant.
+    """
 
     name = "heft"
 
+    def __init__(self, insertion: bool = True) -> None:
+        if not isinstance(insertion, bool):
+            raise ValueError(f"insertion must be true or false, got {insertion!r}")
+        self.insertion = insertion
+
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         cost = tracker.problem.cost_model()
-        placement, makespan = heft_placement(cost, allowed_devices(tracker.problem))
+        placement, makespan = heft_placement(cost, allowed_devices(tracker.problem), self.insertion)
         evaluate_within_budget(tracker, placement)
         return {"heft_makespan": makespan}

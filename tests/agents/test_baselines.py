@@ -218,6 +218,31 @@ def test_memory_capacity_respected(name: str) -> None:
     assert env.problem.evaluate(result.placement).feasible
 
 
+def test_heft_without_insertion_respects_memory() -> None:
+    big = (1, 3, 4)
+    env = random_problem(5, 7, "cpu-dgpu", capacity=[1e12, 5e5], big_groups=big, slowdown=[4.0, 1.0])
+    result = make_method("heft", insertion=False).place(env)
+    assert (result.placement[list(big)] != 1).all()
+    assert env.problem.evaluate(result.placement).feasible
+
+
+def test_heft_insertion_option_changes_the_schedule() -> None:
+    """Without insertion a group never fills an idle gap, so on some random DAGs HEFT's choices differ;
+    both variants give valid, feasible placements."""
+    differ = 0
+    for seed in range(8):
+        env = random_problem(seed, 10, "multi-accel")
+        a, b = (make_method("heft", insertion=flag).place(env) for flag in (True, False))
+        assert env.problem.evaluate(b.placement).feasible
+        differ += int((a.placement != b.placement).any())
+    assert differ > 0
+
+
+def test_heft_insertion_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="insertion"):
+        make_method("heft", insertion="no")
+
+
 # ---------------------------------------------------------------------- helpers
 def test_balanced_shares_water_fill() -> None:
     shares = balanced_shares(10.0, np.array([100.0, 2.0, 100.0]))
