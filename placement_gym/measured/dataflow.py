@@ -23,6 +23,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -367,6 +368,8 @@ class PartitionedExecutor(Executor):
         if self.driver == "threads":
             if self._workers is None:
                 self._workers = _Workers(self.platform.num_devices, self.cores)
+                # an executor dropped without close() still stops its workers (they do not keep it alive)
+                self._stop_workers = weakref.finalize(self, self._workers.stop)
             elapsed = self._workers.run(plan, self.run_timeout)
         elif len(parts) == 1:
             self._drain()  # the request's completion callback also fires here; keep the queue empty
@@ -442,7 +445,7 @@ class PartitionedExecutor(Executor):
 
     def close(self) -> None:
         if self._workers is not None:
-            self._workers.stop()
+            self._stop_workers()  # runs _Workers.stop once and drops the finalizer
             self._workers = None
         self._compiled.clear()
         self._plans.clear()

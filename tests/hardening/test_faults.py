@@ -3,6 +3,7 @@ result-cache lines."""
 
 from __future__ import annotations
 
+import gc
 import json
 import queue
 import threading
@@ -214,3 +215,17 @@ def test_threads_driver_waits_for_a_failed_runs_other_device() -> None:
     assert executor.run(Plan([_part(1, _Request())], deps=[[]], users=[[]])) >= 0
     assert time.perf_counter() - start > 0.1  # it waited for the slow segment
     executor._workers.stop()
+
+
+def test_threads_driver_workers_stop_when_the_executor_is_dropped() -> None:
+    """An executor dropped without close() does not leave its device threads waiting until exit."""
+    executor = _executor(PartitionedExecutor, 5.0, "threads")
+    executor.platform = SimpleNamespace(num_devices=2)
+    assert executor.run(Plan([_part(0, _Request()), _part(1, _Request())], deps=[[], []], users=[[], []])) >= 0
+    threads = executor._workers.threads
+    assert all(t.is_alive() for t in threads)
+    del executor
+    gc.collect()
+    for t in threads:
+        t.join(timeout=5.0)
+    assert not any(t.is_alive() for t in threads)
