@@ -88,6 +88,10 @@ class GuidedImprovement(PlacementMethod):
         depth: Ranked moves tried per placement before it counts as exhausted (0: all of them).
         walk: Step to an exhausted placement's best evaluated neighbour if within this fraction of the
             best latency (0: always kick the best placement instead).
+        late: Late acceptance over this many batches (0: off): once ``late_after`` placements are
+            exhausted, a batch without an improvement moves to its best neighbour if that is no slower
+            than the current latency ``late`` batches ago.
+        late_after: Exhausted placements before late acceptance starts.
     """
 
     name = "guided_improvement"
@@ -103,13 +107,17 @@ class GuidedImprovement(PlacementMethod):
         tabu: str = "global",
         depth: int = 96,
         walk: float = 0.02,
+        late: int = 0,
+        late_after: int = 1,
     ) -> None:
         if ranker not in RANKERS:
             raise UnknownNameError("move ranker", ranker, RANKERS)
         if tabu not in TABUS:
             raise UnknownNameError("tabu rule", tabu, TABUS)
-        if depth < 0 or walk < 0:
-            raise ValueError(f"depth and walk must be >= 0, got {depth}, {walk}")
+        if depth < 0 or walk < 0 or late < 0 or late_after < 0:
+            raise ValueError(
+                f"depth, walk, late and late_after must be >= 0, got {depth}, {walk}, {late}, {late_after}"
+            )
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if fine_tune < 0 or (fine_tune and ranker != "learned"):
@@ -119,6 +127,7 @@ class GuidedImprovement(PlacementMethod):
         self.budget, self.ranker, self.batch_size, self.kick = budget, ranker, int(batch_size), int(kick)
         self.fine_tune = int(fine_tune)
         self.tabu, self.depth, self.walk = tabu, int(depth), float(walk)
+        self.late, self.late_after = int(late), int(late_after)
         self.weights = Path(weights) if weights is not None else None
         self._scorers: dict[bool, MoveScorer] = {}
         if ranker == "learned":
@@ -150,4 +159,6 @@ class GuidedImprovement(PlacementMethod):
             local_tabu=self.tabu == "local",
             depth=self.depth or None,
             walk=self.walk,
+            late=self.late,
+            late_after=self.late_after,
         )

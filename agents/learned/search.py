@@ -13,7 +13,10 @@ failed (its context changed, so it is untried again). When no move of the curren
 the search *walks* to the best evaluated neighbour that did not improve if that is within ``walk`` of the
 best latency found (an iterated-local-search step past a local optimum; the way back is a placement
 already seen, so it is never re-evaluated), and otherwise perturbs the best placement by ``kick`` random
-moves; then the climb goes on.
+moves; then the climb goes on. With ``late`` (late acceptance hill climbing, Burke & Bykov, "The late
+acceptance hill-climbing heuristic", EJOR 2017), once ``late_after`` placements have been exhausted, a
+batch without an improving move still moves the search to its best neighbour if that is no slower than
+the current latency ``late`` batches ago (each slot of that history keeps the lowest latency it saw).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ def guided_search(
     local_tabu: bool = False,
     depth: int | None = None,
     walk: float = 0.0,
+    late: int = 0,
+    late_after: int = 1,
 ) -> dict[str, int]:
     """Run the search until ``tracker``'s budget is spent (or no unseen placement is reachable).
 
@@ -110,13 +115,16 @@ def guided_search(
             fraction of the best latency found, instead of kicking the best placement (0: never).
 
     Returns:
-        Counts: ``steps`` (accepted moves), ``walks`` (steps to a worse neighbour), ``kicks``
+        Counts: ``steps`` (accepted moves), ``walks`` (steps to a worse neighbour, by the walk or late
+        acceptance), ``kicks``
         (perturbations), ``batches``.
     """
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 or None, got {depth}")
     if walk < 0:
         raise ValueError(f"walk must be >= 0, got {walk}")
+    if late < 0 or late_after < 0:
+        raise ValueError(f"late and late_after must be >= 0, got {late}, {late_after}")
     problem = tracker.problem
     allowed = allowed_devices(problem)
     classes = twin_classes(problem.cost_model())
@@ -132,10 +140,11 @@ def guided_search(
         return {"steps": 0, "walks": 0, "kicks": 0, "batches": 0}
     best = int(np.argmin([r.latency for r in results]))
     current, latency = starts[best].copy(), float(results[best].latency)
-    steps = walks = kicks = batches = stale = 0
+    steps = walks = kicks = batches = stale = exhausted = 0
     # moves (groups, device) that did not improve, with the count of placement changes when they failed
     failed: dict[bytes, int] = {}
     changes = 0
+    history = np.full(max(late, 1), latency)  # late acceptance: the lowest current latency of each slot
     moved_at = np.full(problem.num_groups, -1, dtype=np.int64)  # the change count when each group last moved
 
     def move_to(placement: np.ndarray) -> None:
@@ -183,12 +192,16 @@ def guided_search(
                 if recorder is not None:
                     recorder(features[picked[: len(results)]], change)
             failed.update((keys[j], changes) for j, lat_j in zip(picked, lat) if not lat_j < latency)
-            if len(lat) and lat.min() < latency:
+            slot = batches % len(history)
+            accept_late = late > 0 and exhausted >= late_after and len(lat) and lat.min() <= history[slot]
+            if len(lat) and (lat.min() < latency or accept_late):
                 i = int(np.argmin(lat))
+                steps, walks = (steps + 1, walks) if lat[i] < latency else (steps, walks + 1)
                 move_to(batch[i])
                 latency, improved = float(lat[i]), True
-                steps += 1
+                history[slot] = min(history[slot], latency)
                 break
+            history[slot] = min(history[slot], latency)
             worse.extend((float(v), b) for v, b in zip(lat, batch) if math.isfinite(v))
         if improved:
             stale = 0
@@ -196,6 +209,7 @@ def guided_search(
         if tracker.exhausted:
             break
         stale += 1  # neighbourhood exhausted: walk on, or perturb the best placement
+        exhausted += 1
         if walk and worse:
             best_worse = min(worse, key=lambda w: w[0])
             if best_worse[0] <= tracker.best_latency * (1 + walk):
