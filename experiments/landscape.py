@@ -35,10 +35,9 @@ import numpy as np
 from agents.base import BudgetTracker
 from agents.baselines.common import allowed_devices
 from agents.baselines.heft import heft_placement
-from agents.learned.guided import GuidedImprovement, memory_binds
+from agents.learned.guided import GuidedImprovement
 from agents.learned.moves import branch_sets, propose, twin_classes
-from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, MoveScorer
-from agents.learned.search import NoisyRanker, guided_search
+from agents.learned.search import NoisyRanker
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem
 from placement_gym.simulation.cost_model import CostModel
@@ -152,19 +151,18 @@ def replace_blocks(problem: PlacementProblem, start: np.ndarray) -> dict:
     return {"blocks": len(blocks), "latency": latency, "steps": steps, "simulated": simulated}
 
 
-def perturbed_runs(problem_factory, budget: int, noise: float, runs: int) -> list[float]:
-    """End latencies of ``guided_improvement`` (its defaults) with noisy scores, one per seed."""
-    method = GuidedImprovement()
+def perturbed_runs(
+    problem_factory, budget: int, noise: float, runs: int, method: GuidedImprovement | None = None
+) -> list[float]:
+    """End latencies of ``method`` (default: ``guided_improvement`` with its defaults) with noisy scores,
+    one per seed: its ranker's scores get Gaussian noise of ``noise`` times their spread."""
+    method = GuidedImprovement() if method is None else method
     out = []
     for seed in range(runs):
         problem = problem_factory()
-        scorer = MoveScorer.load(PRETRAINED_MEMORY if memory_binds(problem.cost_model()) else PRETRAINED)
         rng = np.random.default_rng(seed)
         tracker = BudgetTracker(problem, budget)
-        guided_search(
-            tracker, NoisyRanker(scorer, noise, rng), rng, method.batch_size, method.kick,
-            local_tabu=method.tabu == "local", depth=method.depth or None, walk=method.walk,
-        )  # fmt: skip
+        method.search(tracker, NoisyRanker(method._ranker(rng, problem.cost_model()), noise, rng), rng)
         out.append(float(tracker.best_latency))
     return out
 

@@ -146,13 +146,11 @@ class GuidedImprovement(PlacementMethod):
             return EstimateRanker()
         return CostRanker() if self.ranker == "cost" else RandomRanker(rng)
 
-    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
-        if tracker.budget is None:
-            tracker.budget = self.budget
-        rng = np.random.default_rng(seed)
+    def search(self, tracker: BudgetTracker, ranker: MoveRanker, rng: np.random.Generator) -> dict[str, int]:
+        """:func:`~agents.learned.search.guided_search` with this method's search options and ``ranker``."""
         return guided_search(
             tracker,
-            self._ranker(rng, tracker.problem.cost_model()),
+            ranker,
             rng,
             self.batch_size,
             self.kick,
@@ -162,3 +160,9 @@ class GuidedImprovement(PlacementMethod):
             late=self.late,
             late_after=self.late_after,
         )
+
+    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        if tracker.budget is None:
+            tracker.budget = self.budget
+        rng = np.random.default_rng(seed)
+        return self.search(tracker, self._ranker(rng, tracker.problem.cost_model()), rng)
