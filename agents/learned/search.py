@@ -16,7 +16,7 @@ already seen, so it is never re-evaluated), and otherwise perturbs the best plac
 moves; then the climb goes on. With ``late`` (late acceptance hill climbing, Burke & Bykov, "The late
 acceptance hill-climbing heuristic", EJOR 2017), once ``late_after`` placements have been exhausted, a
 batch without an improving move still moves the search to its best neighbour if that is no slower than
-the current latency ``late`` batches ago (each slot of that history keeps the lowest latency it saw).
+the current latency was ``late`` batches before (one batch is one iteration of the paper's rule).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def guided_search(
     # moves (groups, device) that did not improve, with the count of placement changes when they failed
     failed: dict[bytes, int] = {}
     changes = 0
-    history = np.full(max(late, 1), latency)  # late acceptance: the lowest current latency of each slot
+    history = np.full(max(late, 1), latency)  # late acceptance: the current latency of the last batches
     moved_at = np.full(problem.num_groups, -1, dtype=np.int64)  # the change count when each group last moved
 
     def move_to(placement: np.ndarray) -> None:
@@ -199,9 +199,9 @@ def guided_search(
                 steps, walks = (steps + 1, walks) if lat[i] < latency else (steps, walks + 1)
                 move_to(batch[i])
                 latency, improved = float(lat[i]), True
-                history[slot] = min(history[slot], latency)
+                history[slot] = latency
                 break
-            history[slot] = min(history[slot], latency)
+            history[slot] = latency
             worse.extend((float(v), b) for v, b in zip(lat, batch) if math.isfinite(v))
         if improved:
             stale = 0

@@ -189,9 +189,9 @@ def test_bad_arguments_and_missing_weights_are_named(tmp_path):
         make_method("guided_improvement", weights=tmp_path)
     with pytest.raises(UnknownNameError):
         make_method("guided_improvement", tabu="forever")
-    with pytest.raises(ValueError, match="depth and walk"):
+    with pytest.raises(ValueError, match="depth, walk"):
         make_method("guided_improvement", depth=-1)
-    with pytest.raises(ValueError, match="depth and walk"):
+    with pytest.raises(ValueError, match="depth, walk"):
         make_method("guided_improvement", walk=-0.1)
 
 
@@ -238,6 +238,53 @@ def test_walks_past_local_optima_and_never_evaluates_a_placement_twice(fused):
         guided_search(
             BudgetTracker(fused, 10), MoveScorer.load(PRETRAINED), np.random.default_rng(0), depth=0
         )
+
+
+def test_late_acceptance_steps_to_worse_neighbours_only_when_on(fused):
+    from agents.base import BudgetTracker
+    from agents.learned.scorer import PRETRAINED
+    from agents.learned.search import guided_search
+
+    def run(**options) -> tuple[dict[str, int], np.ndarray, list[bytes]]:
+        tracker = BudgetTracker(fused, 300)
+        evaluated: list[bytes] = []
+        tracker.listeners.append(lambda t, p, lat, ok: evaluated.append(np.asarray(p).tobytes()))
+        counts = guided_search(
+            tracker, MoveScorer.load(PRETRAINED), np.random.default_rng(0), 4, depth=32, walk=0.0, **options
+        )
+        tracker.detach()
+        assert tracker.used == 300 and len(set(evaluated)) == len(evaluated)
+        return counts, tracker.best_placement, evaluated
+
+    off, off_best, off_evaluated = run()
+    assert off["walks"] == 0  # without a walk nothing moves to a worse neighbour
+    on, _, _ = run(late=5, late_after=0)
+    assert on["walks"] > 0
+    never, never_best, never_evaluated = run(late=5, late_after=10**6)  # it never starts: the default search
+    assert never == off and np.array_equal(never_best, off_best) and never_evaluated == off_evaluated
+    with pytest.raises(ValueError, match="late"):
+        guided_search(
+            BudgetTracker(fused, 10), MoveScorer.load(PRETRAINED), np.random.default_rng(0), late=-1
+        )
+    with pytest.raises(ValueError, match="late_after"):
+        make_method("guided_improvement", late_after=-1)
+
+
+def test_the_method_searches_with_its_options(fused):
+    from agents.base import BudgetTracker
+    from agents.learned.scorer import PRETRAINED
+    from agents.learned.search import guided_search
+
+    options = {"tabu": "local", "depth": 8, "walk": 0.0, "late": 3, "late_after": 0}
+    result = make_method("guided_improvement", **options).place(fused, budget=120, seed=3)
+    tracker = BudgetTracker(fused, 120)
+    guided_search(
+        tracker, MoveScorer.load(PRETRAINED), np.random.default_rng(3), 4, 2,
+        local_tabu=True, depth=8, walk=0.0, late=3, late_after=0,
+    )  # fmt: skip
+    tracker.detach()
+    assert np.array_equal(np.asarray(result.placement), tracker.best_placement)
+    assert result.latency == tracker.best_latency
 
 
 def test_fine_tuning_refits_within_the_budget(fused):
