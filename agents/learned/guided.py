@@ -41,8 +41,10 @@ Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
 alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
 method with one scorer for every platform; ``depth=0,walk=0`` is the search of the third pass (every
-ranked move tried, random kicks only), and ``tabu="local"`` a variant whose tabu moves are tried again once
-their part of the graph has changed.
+ranked move tried, random kicks only), ``tabu="local"`` a variant whose tabu moves are tried again once
+their part of the graph has changed, and ``tabu="local",late=5,late_after=2`` that variant with late
+acceptance (Burke & Bykov, EJOR 2017) from the second exhausted placement on: steadier on Inception-V3
+under perturbed scores, but worse after fine-tuning on ViT-B/16 / ``multi-accel`` (``docs/RESULTS.md``).
 """
 
 from __future__ import annotations
