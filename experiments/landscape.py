@@ -1,7 +1,7 @@
 """The local optima a task's improvement searches end in, and how far the learned search's end point moves.
 
 A diagnosis of one task on the simulated backend (offline: every candidate is simulated, no budget), for
-``guided_improvement``'s targets (issue #11). Two measurements:
+``guided_improvement``'s targets (issue #11). Three measurements:
 
 * **Descents.** Best-improvement descents that simulate every move of the current placement and take
   the best, until none improves (a local optimum), from HEFT's placement, HEFT's without insertion
@@ -17,7 +17,7 @@ A diagnosis of one task on the simulated backend (offline: every candidate is si
   and then with Gaussian noise on its scorer's scores (``--noise``, as a fraction of the scores' spread)
   over ``--runs`` seeds: the spread of its end points when its early choices change a little.
 
-    python -m experiments.landscape --model inception_v3 --platform model-parallel \\
+    python -m experiments.landscape --model inception_v3 --platform model-parallel --budget 500 1500 \\
         --out results/landscape-inception_v3-model-parallel
 """
 
@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -152,7 +153,11 @@ def replace_blocks(problem: PlacementProblem, start: np.ndarray) -> dict:
 
 
 def perturbed_runs(
-    problem_factory, budget: int, noise: float, runs: int, method: GuidedImprovement | None = None
+    problem_factory: Callable[[], PlacementProblem],
+    budget: int,
+    noise: float,
+    runs: int,
+    method: GuidedImprovement | None = None,
 ) -> list[float]:
     """End latencies of ``method`` (default: ``guided_improvement`` with its defaults) with noisy scores,
     one per seed: its ranker's scores get Gaussian noise of ``noise`` times their spread."""
