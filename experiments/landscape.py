@@ -37,7 +37,7 @@ from agents.base import BudgetTracker
 from agents.baselines.common import allowed_devices
 from agents.baselines.heft import heft_placement
 from agents.learned.guided import GuidedImprovement
-from agents.learned.moves import branch_sets, propose, twin_classes
+from agents.learned.moves import branch_sets, fork_branches, propose, twin_classes
 from agents.learned.search import NoisyRanker
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem
@@ -100,25 +100,17 @@ def descend(problem: PlacementProblem, start: np.ndarray, pairs: np.ndarray | No
 
 
 def fork_join_blocks(cost: CostModel, max_units: int = 6) -> list[list[list[int]]]:
-    """Each fork's branches (the chain from one of its successors through groups with one predecessor and
-    one successor) plus, if they all end in one group, that join; blocks of at most ``max_units`` units."""
-    succ: list[list[int]] = [[] for _ in range(cost.num_groups)]
-    n_pred = np.zeros(cost.num_groups, dtype=np.int64)
-    for s, t in zip(cost.edge_src.tolist(), cost.edge_dst.tolist()):
-        succ[s].append(t)
-        n_pred[t] += 1
+    """Each fork's branches (:func:`agents.learned.moves.fork_branches`) plus, if they all end in one
+    join, that join; blocks of at most ``max_units`` units."""
+    by_fork: dict[int, list[tuple[list[int], int | None]]] = {}
+    for fork, chain, join in fork_branches(cost):
+        by_fork.setdefault(fork, []).append((chain, join))
     blocks = []
-    for fork in range(cost.num_groups):
-        if len(succ[fork]) < 2:
-            continue
-        chains, joins = [], set()
-        for s in succ[fork]:
-            chain = [s]
-            while len(succ[chain[-1]]) == 1 and n_pred[succ[chain[-1]][0]] == 1:
-                chain.append(succ[chain[-1]][0])
-            chains.append(chain)
-            joins.update(succ[chain[-1]][:1] if len(succ[chain[-1]]) == 1 else [-1])
-        units = chains + ([[joins.pop()]] if len(joins) == 1 and -1 not in joins else [])
+    for branches in by_fork.values():
+        joins = {join for _, join in branches}
+        units = [chain for chain, _ in branches]
+        if len(joins) == 1 and None not in joins:
+            units.append([joins.pop()])
         if len(units) <= max_units:
             blocks.append(units)
     return blocks

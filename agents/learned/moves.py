@@ -179,13 +179,12 @@ def twin_classes(cost: CostModel) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64).reshape(-1)
 
 
-def branch_sets(cost: CostModel) -> np.ndarray:
-    """The fork-join sets of the graph, shape ``(B, G)``, bool, placement-independent.
+def fork_branches(cost: CostModel) -> list[tuple[int, list[int], int | None]]:
+    """The branches of every fork, as ``(fork, chain, join)``, placement-independent.
 
-    For every fork ``f`` (a group with two or more successors) and each successor ``s``, the *branch* is
-    the chain from ``s`` through groups with one predecessor and one successor; its *join* is the group
-    after the chain if that has several predecessors. The sets are the branch, branch + join, fork +
-    branch and fork + branch + join; duplicates and single groups are dropped.
+    A *fork* ``f`` is a group with two or more successors; for each successor ``s`` its *branch* is the
+    chain from ``s`` through groups with one predecessor and one successor, and its *join* the group after
+    the chain if that has several predecessors (``None`` if the chain ends otherwise).
     """
     g_count = cost.num_groups
     succ: list[list[int]] = [[] for _ in range(g_count)]
@@ -193,7 +192,7 @@ def branch_sets(cost: CostModel) -> np.ndarray:
     for s, t in zip(cost.edge_src, cost.edge_dst):
         succ[int(s)].append(int(t))
         n_pred[int(t)] += 1
-    sets: list[np.ndarray] = []
+    out = []
     for f in range(g_count):
         if len(succ[f]) < 2:
             continue
@@ -202,12 +201,24 @@ def branch_sets(cost: CostModel) -> np.ndarray:
             while len(succ[chain[-1]]) == 1 and n_pred[succ[chain[-1]][0]] == 1:
                 chain.append(succ[chain[-1]][0])
             nxt = succ[chain[-1]]
-            join = [nxt[0]] if len(nxt) == 1 and n_pred[nxt[0]] > 1 else []
-            for extra in ([], join, [f], [f, *join]):
-                members = np.zeros(g_count, dtype=bool)
-                members[chain + extra] = True
-                if members.sum() >= 2:
-                    sets.append(members)
+            out.append((f, chain, nxt[0] if len(nxt) == 1 and n_pred[nxt[0]] > 1 else None))
+    return out
+
+
+def branch_sets(cost: CostModel) -> np.ndarray:
+    """The fork-join sets of the graph, shape ``(B, G)``, bool, placement-independent: for every branch of
+    :func:`fork_branches`, the branch, branch + join, fork + branch and fork + branch + join; duplicates
+    and single groups are dropped.
+    """
+    g_count = cost.num_groups
+    sets: list[np.ndarray] = []
+    for f, chain, join_group in fork_branches(cost):
+        join = [] if join_group is None else [join_group]
+        for extra in ([], join, [f], [f, *join]):
+            members = np.zeros(g_count, dtype=bool)
+            members[chain + extra] = True
+            if members.sum() >= 2:
+                sets.append(members)
     if not sets:
         return np.zeros((0, g_count), dtype=bool)
     return np.unique(np.stack(sets), axis=0)
