@@ -75,28 +75,39 @@ def swaps(placement: np.ndarray, pairs: np.ndarray, allowed: np.ndarray) -> np.n
     return out
 
 
-def descend(problem: PlacementProblem, start: np.ndarray, pairs: np.ndarray | None) -> dict:
-    """Best-improvement descent from ``start`` over the method's moves (plus swaps of ``pairs``)."""
-    cost = problem.cost_model()
-    allowed, classes, branches = allowed_devices(problem), twin_classes(cost), branch_sets(cost)
-
-    def latencies(placements: np.ndarray) -> np.ndarray:
-        return np.array([e.latency if e.feasible else math.inf for e in problem.evaluate_batch(placements)])
-
+def best_improvement(
+    problem: PlacementProblem, start: np.ndarray, neighbours: Callable[[np.ndarray], np.ndarray]
+) -> dict:
+    """Descent from ``start`` that simulates every placement ``neighbours(current)`` gives (``(N, G)``) and
+    takes the best, until none improves: its latency, steps and placements simulated."""
     current = start
-    latency = float(latencies(current[None, :])[0])
+    latency = problem.evaluate(current).latency
     steps = simulated = 0
     while True:
-        candidates = propose(current, allowed, classes, branches).apply_all(current)
-        if pairs is not None:
-            candidates = np.concatenate([candidates, swaps(current, pairs, allowed)])
-        lat = latencies(candidates)
+        candidates = neighbours(current)
+        if not len(candidates):
+            break
+        lat = np.array([e.latency if e.feasible else math.inf for e in problem.evaluate_batch(candidates)])
         simulated += len(candidates)
         best = int(np.argmin(lat))
         if not lat[best] < latency:
             break
         current, latency, steps = candidates[best], float(lat[best]), steps + 1
     return {"latency": latency, "steps": steps, "simulated": simulated}
+
+
+def descend(problem: PlacementProblem, start: np.ndarray, pairs: np.ndarray | None) -> dict:
+    """Best-improvement descent from ``start`` over the method's moves (plus swaps of ``pairs``)."""
+    cost = problem.cost_model()
+    allowed, classes, branches = allowed_devices(problem), twin_classes(cost), branch_sets(cost)
+
+    def neighbours(current: np.ndarray) -> np.ndarray:
+        candidates = propose(current, allowed, classes, branches).apply_all(current)
+        if pairs is None:
+            return candidates
+        return np.concatenate([candidates, swaps(current, pairs, allowed)])
+
+    return best_improvement(problem, start, neighbours)
 
 
 def fork_join_blocks(cost: CostModel, max_units: int = 6) -> list[list[list[int]]]:
@@ -120,10 +131,8 @@ def replace_blocks(problem: PlacementProblem, start: np.ndarray) -> dict:
     """Best-improvement descent over re-placements of one fork-join block (every assignment simulated)."""
     blocks = fork_join_blocks(problem.cost_model())
     allowed = allowed_devices(problem)
-    current = start
-    latency = problem.evaluate(current).latency
-    steps = simulated = 0
-    while True:
+
+    def neighbours(current: np.ndarray) -> np.ndarray:
         candidates = []
         for units in blocks:
             for devices in itertools.product(range(problem.num_devices), repeat=len(units)):
@@ -132,16 +141,9 @@ def replace_blocks(problem: PlacementProblem, start: np.ndarray) -> dict:
                     placement[unit] = d
                 if allowed[np.arange(len(placement)), placement].all() and (placement != current).any():
                     candidates.append(placement)
-        if not candidates:
-            break
-        results = problem.evaluate_batch(np.stack(candidates))
-        lat = np.array([e.latency if e.feasible else math.inf for e in results])
-        simulated += len(candidates)
-        best = int(np.argmin(lat))
-        if not lat[best] < latency:
-            break
-        current, latency, steps = candidates[best], float(lat[best]), steps + 1
-    return {"blocks": len(blocks), "latency": latency, "steps": steps, "simulated": simulated}
+        return np.stack(candidates) if candidates else np.zeros((0, len(current)), dtype=np.int64)
+
+    return {"blocks": len(blocks), **best_improvement(problem, start, neighbours)}
 
 
 def perturbed_runs(
