@@ -161,7 +161,7 @@ def perturbed_runs(
         problem = problem_factory()
         rng = np.random.default_rng(seed)
         tracker = BudgetTracker(problem, budget)
-        method.search(tracker, NoisyRanker(method._ranker(rng, problem.cost_model()), noise, rng), rng)
+        method.search(tracker, NoisyRanker(method.ranker_for(rng, problem.cost_model()), noise, rng), rng)
         out.append(float(tracker.best_latency))
     return out
 

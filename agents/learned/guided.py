@@ -140,7 +140,9 @@ class GuidedImprovement(PlacementMethod):
             )
             self._scorers = {binds: MoveScorer.load(path) for binds, path in paths.items()}
 
-    def _ranker(self, rng: np.random.Generator, cost: CostModel) -> MoveRanker:
+    def ranker_for(self, rng: np.random.Generator, cost: CostModel) -> MoveRanker:
+        """The move ranker this method uses on ``cost``: the scorer :func:`memory_binds` picks, or an
+        ablation."""
         if self.ranker == "learned":
             scorer = self._scorers[memory_binds(cost)]
             return FineTuningScorer(scorer, self.fine_tune) if self.fine_tune else scorer
@@ -167,4 +169,4 @@ class GuidedImprovement(PlacementMethod):
         if tracker.budget is None:
             tracker.budget = self.budget
         rng = np.random.default_rng(seed)
-        return self.search(tracker, self._ranker(rng, tracker.problem.cost_model()), rng)
+        return self.search(tracker, self.ranker_for(rng, tracker.problem.cost_model()), rng)

@@ -336,9 +336,9 @@ def test_the_memory_scorer_is_taken_where_memory_binds():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((50, len(MOVE_FEATURES)))
     for cost, path in ((bound, PRETRAINED_MEMORY), (free, PRETRAINED)):
-        assert np.array_equal(method._ranker(rng, cost).predict(x), MoveScorer.load(path).predict(x))
+        assert np.array_equal(method.ranker_for(rng, cost).predict(x), MoveScorer.load(path).predict(x))
     one = make_method("guided_improvement", weights=PRETRAINED)
-    assert np.array_equal(one._ranker(rng, bound).predict(x), MoveScorer.load(PRETRAINED).predict(x))
+    assert np.array_equal(one.ranker_for(rng, bound).predict(x), MoveScorer.load(PRETRAINED).predict(x))
 
 
 def test_touched_edges_and_move_keys_match_their_dense_definitions(fused):
