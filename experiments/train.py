@@ -38,8 +38,10 @@ import gymnasium as gym
 import numpy as np
 
 import placement_gym  # noqa: F401  (registers the env IDs)
-from agents import METHODS, make_method, method_class
+from agents import METHODS
 from agents.base import BudgetTracker, PlacementMethod, PlacementResult
+from agents.specs import method_spec, parameters
+from experiments import arguments
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
@@ -205,16 +207,17 @@ def _method(agent: str, agent_kwargs: dict[str, Any], n_envs: int, tensorboard: 
     """The method with its arguments: ``n_envs`` where the method has it, SB3's TensorBoard log folder."""
     from agents.sb3.methods import SB3Method
 
-    cls = method_class(agent)
     kwargs = dict(agent_kwargs)
-    if "n_envs" in inspect.signature(cls.__init__).parameters:
+    if "n_envs" in parameters(method_spec(agent).target)[0]:
         kwargs.setdefault("n_envs", n_envs)
     elif n_envs > 1:
         print(f"note: {agent} evaluates one placement at a time; --n-envs is ignored")
-    if issubclass(cls, SB3Method):
-        kwargs.setdefault("tensorboard_log", str(tensorboard))
+    spec = method_spec(agent, kwargs)  # checked: names, types, finiteness, ranges, memory
+    extra: dict[str, Any] = {}
+    if inspect.isclass(spec.target) and issubclass(spec.target, SB3Method):
+        extra["tensorboard_log"] = spec.kwargs.get("tensorboard_log", str(tensorboard))
     try:
-        return make_method(agent, **kwargs)
+        return spec.build(**extra)
     except TypeError as exc:
         raise ConfigError(f"--agent-kwargs for {agent}: {exc}") from exc
 
@@ -259,23 +262,6 @@ def train(
     return result
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
-    return value
-
-
 def _input_shape(text: str) -> tuple[str, list[int]]:
     from placement_gym.zoo.loading import parse_input_shape
 
@@ -311,29 +297,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(SB3 learners, one budget across the tasks, the policy saved to OUT/policy)",
     )
     parser.add_argument(
-        "--max-nodes", type=_positive, default=None, help="multi-task: pad graphs to this many groups"
+        "--max-nodes", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many groups"
     )
     parser.add_argument(
-        "--max-edges", type=_positive, default=None, help="multi-task: pad graphs to this many edges"
+        "--max-edges", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many edges"
     )
     parser.add_argument(
         "--budget",
-        type=_positive,
+        type=arguments.budget,
         default=None,
         help="evaluated placements (default: the method's own: learners train for their default budget, "
         "one-shot methods such as heft evaluate what they need)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the method and the env")
+    parser.add_argument("--seed", type=arguments.seed, default=0, help="seed of the method and the env")
     parser.add_argument(
-        "--env-kwargs", type=_json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
+        "--env-kwargs", type=arguments.json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
     )
     parser.add_argument(
-        "--agent-kwargs", type=_json_object, default={}, help="JSON keyword arguments of the method"
+        "--agent-kwargs", type=arguments.json_object, default={}, help="JSON keyword arguments of the method"
     )
     add_input_shape_argument(parser)
     parser.add_argument(
         "--n-envs",
-        type=_positive,
+        type=arguments.positive_int,
         default=1,
         help="envs stepped together by SB3 learners (ignored by others)",
     )
@@ -342,10 +328,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="evaluate on a Ray cluster ('auto', 'ray://host:10001'; 'local' starts a local instance)",
     )
-    parser.add_argument("--ray-workers", type=_positive, default=2, help="Ray actors evaluating placements")
+    parser.add_argument("--ray-workers", type=arguments.positive_int, default=2, help="Ray actors evaluating placements")
     parser.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=arguments.non_negative_int,
         default=100,
         help="evaluations between checkpoints of SB3 learners (0: only the final one)",
     )
@@ -439,11 +425,14 @@ def run_from_args(args: argparse.Namespace) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    def command(argv: list[str] | None) -> None:
+        parser = arguments.OneLineParser(description=__doc__.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return arguments.run_command(command, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
