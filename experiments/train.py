@@ -29,6 +29,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ from agents import METHODS
 from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 from agents.specs import method_spec, parameters
 from experiments import arguments
+from experiments.filenames import file_stem
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
@@ -66,9 +68,14 @@ class RunLogger:
         self.out, self.problem, self.meta = out, problem_of(env), meta
         out.mkdir(parents=True, exist_ok=True)
         self.writer = SummaryWriter(str(out / "tb"))
-        self.history = open(out / "history.csv", "a")
-        if self.history.tell() == 0:
-            self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
+        try:  # created exclusively: a second run into the same --out never appends to this one's history
+            self.history = open(out / "history.csv", "x")
+        except FileExistsError:
+            self.writer.close()
+            raise ConfigError(
+                f"{out / 'history.csv'} already exists (another run writes into {out}); choose another --out"
+            ) from None
+        self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
         self.bar = tqdm(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
         self.evaluations = 0
         self.start = time.perf_counter()
@@ -162,6 +169,34 @@ class Checkpointer:
         return None
 
 
+#: What ``train`` writes into ``--out``: a second run refuses to mix with them, ``--overwrite`` removes them.
+OUTPUTS = ("best_placement.json", "history.csv", "tb", "checkpoints", "policy", "results.json")
+
+
+def prepare_out(out: Path, overwrite: bool = False) -> None:
+    """Make ``out`` ready for a new run: refuse one that holds a run's outputs, or (``overwrite``) remove
+    those outputs only (other files in ``out`` stay; a link is removed, never followed).
+
+    Raises:
+        ConfigError: ``out`` is a file, or holds outputs of a run and ``overwrite`` is false (names them).
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder")
+    present = [name for name in OUTPUTS if (out / name).exists() or (out / name).is_symlink()]
+    if present and not overwrite:
+        raise ConfigError(
+            f"--out {out} already holds a run ({', '.join(present)}); a second run would mix with it: "
+            "choose another --out, or pass --overwrite to remove these outputs first"
+        )
+    for name in present:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def make_env(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -236,10 +271,17 @@ def train(
     progress: bool = True,
     checkpoint_every: int = 0,
     input_shapes: dict[str, list[int]] | None = None,
+    overwrite: bool = False,
 ) -> PlacementResult:
-    """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring."""
+    """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring (into a fresh
+    ``out``: see :func:`prepare_out`)."""
     method = _method(agent, agent_kwargs, n_envs, out / "tb")
     env = make_env(env_id, env_kwargs, ray_address, ray_workers, input_shapes)
+    try:
+        prepare_out(out, overwrite)
+    except BaseException:
+        env.close()
+        raise
     logger = RunLogger(
         out,
         env,
@@ -338,6 +380,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace the outputs of an earlier run in --out ({', '.join(OUTPUTS)}; nothing else is removed)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -351,6 +398,7 @@ def train_tasks(
     agent_kwargs: dict[str, Any],
     max_nodes: int | None = None,
     max_edges: int | None = None,
+    overwrite: bool = False,
 ) -> list[PlacementResult]:
     """Train one SB3 policy on several env IDs with one budget; writes ``OUT/policy`` (the safe format)
     and ``OUT/results.json`` (each task's best latency, placement and evaluations)."""
@@ -364,8 +412,8 @@ def train_tasks(
         budget = method.budget
     envs = [make_env(env_id, env_kwargs, None, 1) for env_id in env_ids]
     try:
+        prepare_out(out, overwrite)
         results = train_multitask(method, envs, budget, seed, max_nodes, max_edges)
-        out.mkdir(parents=True, exist_ok=True)
         method.save(out / "policy")
         rows = [
             {
@@ -397,13 +445,14 @@ def run_from_args(args: argparse.Namespace) -> None:
             args.agent_kwargs,
             args.max_nodes,
             args.max_edges,
+            overwrite=args.overwrite,
         )
         for env_id, r in zip(args.env, results):
             print(f"{args.agent} on {env_id}: best latency {r.latency * 1e3:.3f} ms after {r.evaluations} evaluations")
         print(f"{sum(r.evaluations for r in results)} evaluations in total; policy written to {out / 'policy'}")
         return
     args.env = args.env[0]
-    out = args.out or Path("runs") / args.env / f"{args.agent}-s{args.seed}"
+    out = args.out or Path("runs") / file_stem(args.env) / f"{args.agent}-s{args.seed}"
     result = train(
         args.agent,
         args.env,
@@ -418,6 +467,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every,
         input_shapes=dict(args.input_shapes) if args.input_shapes else None,
+        overwrite=args.overwrite,
     )
     print(
         f"{args.agent} on {args.env}: best latency {result.latency * 1e3:.3f} ms after {result.evaluations} "
