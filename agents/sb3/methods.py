@@ -41,7 +41,7 @@ from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of
-from placement_gym.limits import BYTES_PER_EVALUATION
+from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
 from placement_gym.validation import Range
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
@@ -187,6 +187,7 @@ class SB3Method(PlacementMethod):
                 )
             self.model.set_env(vec_env)
             return self.model
+        self._require_rollout_memory(vec_env)
         policy, policy_kwargs = self.policy()
         return self.algo_class(
             policy,
@@ -196,6 +197,19 @@ class SB3Method(PlacementMethod):
             device=self.device,
             verbose=self.verbose,
             **self.algo_kwargs,
+        )
+
+    def _require_rollout_memory(self, vec_env: VecEnv) -> None:
+        """Refuse an ``n_steps`` whose rollout buffer (observations, actions and six float32 values per
+        step and env) would not fit in memory, before SB3 allocates it."""
+        import inspect
+
+        params = inspect.signature(self.algo_class.__init__).parameters
+        n_steps = self.algo_kwargs.get("n_steps", params["n_steps"].default if "n_steps" in params else 1)
+        per_step = gym.spaces.flatdim(vec_env.observation_space) + gym.spaces.flatdim(vec_env.action_space) + 6
+        require_memory(
+            4.0 * n_steps * vec_env.num_envs * per_step,
+            f"n_steps={n_steps} with {vec_env.num_envs} env(s) of {per_step} values per step (the rollout buffer)",
         )
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
