@@ -174,6 +174,8 @@ def run_grid(
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
     specs = unique_specs(methods)  # a bad method fails now, not after the cells before it have run
+    for spec in specs:
+        spec.build()  # the constructors' own checks (cheap: nothing is trained or allocated here)
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")

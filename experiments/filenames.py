@@ -30,5 +30,5 @@ def file_stem(text: str) -> str:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     name = PureWindowsPath(PurePosixPath(text).name).name if ("/" in text or "\\" in text) else text
-    readable = _UNSAFE.sub("_", name).lstrip(".")[:MAX_STEM].strip("_") or "unnamed"
+    readable = _UNSAFE.sub("_", name)[:MAX_STEM].strip("._") or "unnamed"
     return f"{readable}-{digest}"
