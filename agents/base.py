@@ -159,13 +159,16 @@ class PlacementMethod(abc.ABC):
         "noise_samples": Range(0, memory=lambda n: 64.0 * n),
         "hidden": Range(1, memory=lambda h: 4.0 * h * h),
         "grouping_hidden": Range(1, memory=lambda h: 4.0 * h * h),
-        "levels": Range(1),
-        "rounds": Range(1),
+        # loop counts get an upper bound too: a huge one hangs instead of allocating. HSDAG's parsing
+        # contracts the graph at every level (32 levels leave one cluster of any graph that fits in memory);
+        # Placeto's message passing over more rounds than a graph's diameter repeats itself.
+        "levels": Range(1, 32),
+        "rounds": Range(1, 256),
         "num_groups": Range(1),
         "parts_per_device": Range(1),
         "max_assignments": Range(1),
         "max_segment": Range(1),
-        "enumerate_limit": Range(1),
+        "enumerate_limit": Range(1, memory=lambda n: 8.0 * n),
         "baseline_window": Range(1),
         "num_threads": Range(1, 1024),
         "threads": Range(1, 1024),

@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 #: Exit status for errors in what the user asked for (argparse uses the same).
@@ -89,6 +90,14 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def out_folder(text: str) -> Path:
+    """An output folder: a path that is a folder or does not exist yet."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder (it is made if missing)")
+    return path
 
 
 def method(text: str) -> str:

@@ -271,7 +271,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_input_shape_argument(parser)
     parser.add_argument(
-        "--out", type=Path, default=None, help="result folder (default results/<preset or custom>)"
+        "--out", type=arguments.out_folder, default=None, help="result folder (default results/<preset or custom>)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

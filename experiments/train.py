@@ -63,7 +63,6 @@ class RunLogger:
         self, out: Path, env: gym.Env, budget: int | None, meta: dict[str, Any], progress: bool = True
     ):
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm.auto import tqdm
 
         self.out, self.problem, self.meta = out, problem_of(env), meta
         out.mkdir(parents=True, exist_ok=True)
@@ -76,10 +75,21 @@ class RunLogger:
                 f"{out / 'history.csv'} already exists (another run writes into {out}); choose another --out"
             ) from None
         self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
-        self.bar = tqdm(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
+        # the bar appears with the first evaluation: a run refused before it prints only its one error line
+        self._bar_kwargs = dict(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
+        self._bar: Any = None
         self.evaluations = 0
         self.start = time.perf_counter()
         self.best = float("inf")
+
+    @property
+    def bar(self) -> Any:
+        """The progress bar (tqdm), made on first use."""
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(**self._bar_kwargs)
+        return self._bar
 
     def __call__(self, tracker: BudgetTracker, placement: np.ndarray, latency: float, feasible: bool) -> None:
         step = tracker.used
@@ -116,10 +126,11 @@ class RunLogger:
         )
 
     def close(self) -> None:
-        if self.bar.total is not None and self.bar.n < self.bar.total:
-            self.bar.total = self.bar.n  # a one-shot method used fewer evaluations than the budget allows
-            self.bar.refresh()
-        self.bar.close()
+        if self._bar is not None:
+            if self.bar.total is not None and self.bar.n < self.bar.total:
+                self.bar.total = self.bar.n  # a one-shot method used fewer evaluations than the budget allows
+                self.bar.refresh()
+            self.bar.close()
         self.writer.close()
         self.history.close()
 
@@ -378,7 +389,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluations between checkpoints of SB3 learners (0: only the final one)",
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
+        "--out", type=arguments.out_folder, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
     )
     parser.add_argument(
         "--overwrite",

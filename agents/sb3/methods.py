@@ -106,7 +106,7 @@ class SB3Method(PlacementMethod):
         "n_envs": Range(1, memory=lambda n: n * 256 * 2**20),
         "verbose": Range(0, 2),
         "hidden": Range(1, memory=lambda h: 4.0 * h * h),
-        "layers": Range(1, memory=lambda n: n * 4096.0),
+        "layers": Range(1, 64),  # message-passing layers: a loop count, and 64 is far past oversmoothing
         "head": Range(1, memory=lambda h: 4.0 * h * h),
         "net_arch": Range(1, memory=lambda h: 4.0 * h * h),
         "learning_rate": Range(0, low_open=True),

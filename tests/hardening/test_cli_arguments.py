@@ -56,6 +56,9 @@ def _one_line_error(capsys) -> str:
         ([*BENCH, "--methods", "ppo_gnn:n_steps=1000000000"], "n_steps=1000000000 needs at least"),
         ([*BENCH, "--methods", "random_search:batch_size=0"], "batch_size must be >= 1, got 0"),
         ([*BENCH, "--methods", "rl_placement:hidden=3"], "hidden must be even"),  # the class's own check
+        ([*BENCH, "--methods", "hsdag:levels=1000000000"], "levels must be >= 1 and <= 32"),  # a loop: a hang
+        ([*BENCH, "--methods", "ppo_gnn:layers=100000"], "layers must be >= 1 and <= 64"),
+        ([*BENCH, "--methods", "exact:enumerate_limit=1000000000000"], "needs at least"),
         ([*TRAIN, "--agent-kwargs", '{"hidden": 1000000000}'], "--agent-kwargs"[:0] + "needs at least"),
         ([*TRAIN, "--agent-kwargs", '{"insertoin": true}'], "Did you mean 'insertion'?"),
         ([*TRAIN, "--agent-kwargs", '{"insertion": NaN}'], "must be finite JSON numbers"),
@@ -73,6 +76,19 @@ def test_a_refused_argument_is_one_line_and_status_2(tmp_path, monkeypatch, caps
     assert cli.main([*argv, "--out", str(tmp_path / "out")] if argv[0] in ("bench", "train") else argv) == 2
     assert message in _one_line_error(capsys)
     assert not (tmp_path / "out" / "results.jsonl").exists(), "refused before any cell ran"
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path, capsys) -> None:
+    (tmp_path / "afile").write_text("")
+    for argv in (BENCH, TRAIN):
+        assert cli.main([*argv, "--out", str(tmp_path / "afile")]) == 2
+        assert "is a file; give a folder" in _one_line_error(capsys)
+
+
+def test_a_run_refused_when_it_starts_prints_no_progress_bar(tmp_path, capsys) -> None:
+    argv = ["train", "--agent", "single_device", "--env", "DevicePlacement-v0", "--env-kwargs", json.dumps(SIM)]
+    assert cli.main([*argv, "--agent-kwargs", '{"device": "gpuu"}', "--out", str(tmp_path / "run")]) == 2
+    assert "Did you mean 'gpu'?" in _one_line_error(capsys)  # the only line: no bar before it
 
 
 def test_a_budget_below_one_is_refused_by_the_api_too(tiny_cnn) -> None:
