@@ -107,6 +107,24 @@ def method(text: str) -> str:
     return checked(parse_spec)(text).text
 
 
+def input_shapes(pairs: list[tuple[str, list[int]]] | None) -> dict[str, list[int]] | None:
+    """The ``--input-shape NAME=...`` pairs as a dict, refusing a name given twice (the later would win silently).
+
+    Raises:
+        ConfigError: Naming the repeated input.
+    """
+    from placement_gym.errors import ConfigError
+
+    if not pairs:
+        return None
+    shapes: dict[str, list[int]] = {}
+    for name, shape in pairs:
+        if name in shapes:
+            raise ConfigError(f"--input-shape gives input {name!r} twice ({shapes[name]} and {shape}); give it once")
+        shapes[name] = shape
+    return shapes
+
+
 def checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with a :class:`PlacementGymError` turned into argparse's type error (its message kept:
     argparse would otherwise print only "invalid value", or a traceback for a KeyError)."""

@@ -302,7 +302,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.coarsening,
         args.k,
         progress=not args.no_progress,
-        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
+        input_shapes=arguments.input_shapes(args.input_shapes),
     )
     table = write_report(rows, out)
     print(table)

@@ -140,7 +140,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.fine_tune,
         args.seed,
         args.coarsening,
-        dict(args.input_shapes) if args.input_shapes else None,
+        arguments.input_shapes(args.input_shapes),
     )
     line = f"{record['model']} on {record['platform']}: zero-shot {record['zero_shot_latency'] * 1e3:.3f} ms"
     if record["baseline_latency"]:

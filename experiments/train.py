@@ -477,7 +477,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.ray_workers,
         progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every,
-        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
+        input_shapes=arguments.input_shapes(args.input_shapes),
         overwrite=args.overwrite,
     )
     print(

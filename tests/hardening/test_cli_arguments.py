@@ -64,6 +64,7 @@ def _one_line_error(capsys) -> str:
         ([*TRAIN, "--agent-kwargs", '{"insertion": NaN}'], "must be finite JSON numbers"),
         ([*TRAIN, "--agent-kwargs", "[1]"], "must be a JSON object"),
         (["graphs", "--k", "0"], "--k: must be >= 1"),
+        ([*BENCH, "--input-shape", "x=1,3", "--input-shape", "x=1,4"], "gives input 'x' twice"),
         (["show", "x.json", "--row", "-1"], "--row: must be >= 0"),
         (["bogus"], "invalid choice: 'bogus'"),
         (["bench", "--unknown-flag"], "unrecognized arguments: --unknown-flag"),
