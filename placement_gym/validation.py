@@ -90,6 +90,8 @@ def as_index_array(
             f"{what} must be a rectangular array of integer indices (rows of equal length), "
             f"got {_preview(values)} ({' '.join(str(exc).split())[:120]})"
         ) from None
+    if arr.size == 0 and arr.dtype == np.float64:  # an empty list: NumPy's default dtype, no values
+        arr = arr.astype(np.int64)
     if arr.dtype == np.bool_:
         raise PlacementError(f"{what} holds booleans; give integer device indices (0, 1, ...), got {_preview(values)}")
     if arr.dtype == object:  # Python ints too large for int64, or mixed objects
@@ -111,6 +113,8 @@ def as_index_array(
         raise PlacementError(f"{what} must have {length} entries (one per group), got shape {arr.shape}")
     if arr.size and np.issubdtype(arr.dtype, np.unsignedinteger) and int(arr.max()) >= 2**63:
         raise PlacementError(f"{what} index {int(arr.max())} is out of range" + (f" [0, {high})" if high else ""))
+    if arr.dtype != np.int64 or not arr.flags.c_contiguous:
+        require_memory(8.0 * arr.size, f"a {what} array of shape {arr.shape} as int64")
     arr = arr.astype(np.int64, order="C", copy=False)  # (a 0-d scalar stays 0-d)
     if high is not None and arr.size and (arr.min() < 0 or arr.max() >= high):
         bad = int(arr[(arr < 0) | (arr >= high)][0])

@@ -94,6 +94,22 @@ def test_padding_sizes_are_integers_that_fit(kwargs, message) -> None:
         DevicePlacementEnv(*SIM, **kwargs)
 
 
+def test_other_env_arguments_that_are_not_names_are_refused() -> None:
+    from placement_gym.errors import UnknownNameError
+
+    for value in (np.zeros(8, dtype=bool), np.zeros(8), [[0], [0, 1]], 3):
+        with pytest.raises(UnknownNameError, match="unknown initial placement"):
+            DevicePlacementEnv(*SIM, initial_placement=value)
+
+
+def test_a_batch_too_large_to_convert_is_refused_with_the_figure(env) -> None:
+    huge = np.broadcast_to(np.zeros(1, np.int8), (10**11, env.num_groups))  # no memory of its own
+    with pytest.raises(ConfigError, match="needs at least"):
+        env.problem.validate_batch(huge)
+    with pytest.raises(PlacementError, match=r"shape \(B, "):  # an empty list is no (B, G) batch
+        env.problem.validate_batch([])
+
+
 def test_padding_accepts_numpy_integers() -> None:
     env = DevicePlacementEnv(*SIM, max_nodes=np.int64(64), max_edges=64)
     assert env.observation_space["node_mask"].shape == (64,)
