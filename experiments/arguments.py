@@ -78,13 +78,17 @@ def finite_float(text: str) -> float:
 
 
 def json_object(text: str) -> dict[str, Any]:
-    """A JSON object (``'{"k": 64}'``); NaN and infinities are refused."""
+    """A JSON object (``'{"k": 64}'``); NaN and infinities (``NaN``, ``Infinity``, ``1e999``) are refused."""
 
     def refuse(constant: str) -> NoReturn:
         raise argparse.ArgumentTypeError(f"must be finite JSON numbers, got {constant}")
 
+    def finite(number: str) -> float:
+        value = float(number)
+        return value if math.isfinite(value) else refuse(number)
+
     try:
-        value = json.loads(text, parse_constant=refuse)
+        value = json.loads(text, parse_constant=refuse, parse_float=finite)
     except (ValueError, RecursionError) as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON ({' '.join(str(exc).split())[:200]})") from None
     if not isinstance(value, dict):

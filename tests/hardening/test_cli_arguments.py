@@ -63,6 +63,7 @@ def _one_line_error(capsys) -> str:
         ([*TRAIN, "--agent-kwargs", '{"insertoin": true}'], "Did you mean 'insertion'?"),
         ([*TRAIN, "--agent-kwargs", '{"insertion": NaN}'], "must be finite JSON numbers"),
         ([*TRAIN, "--agent-kwargs", "[1]"], "must be a JSON object"),
+        ([*TRAIN, "--env-kwargs", '{"infeasible_reward": 1e999}'], "must be finite JSON numbers, got 1e999"),
         (["graphs", "--k", "0"], "--k: must be >= 1"),
         ([*BENCH, "--input-shape", "x=1,3", "--input-shape", "x=1,4"], "gives input 'x' twice"),
         (["show", "x.json", "--row", "-1"], "--row: must be >= 0"),
