@@ -20,11 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from agents import make_method, method_class
+from agents.specs import MethodSpec, parse_spec, spec_label
+from experiments import arguments
+from experiments.arguments import UniqueList
 from experiments.report import write_report
-from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
+from experiments.runs import ResultRow, ResultStore, library_versions
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
+from placement_gym.errors import ConfigError
 from placement_gym.platforms import Platform, load_platform
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
@@ -95,7 +98,7 @@ def cpu_device(platform: Platform) -> int:
 
 def run_cell(
     model: str,
-    spec: str,
+    spec: str | MethodSpec,
     seed: int,
     budget: int | None,
     platform: str,
@@ -107,14 +110,14 @@ def run_cell(
     input_shapes: dict[str, list[int]] | None = None,
 ) -> ResultRow:
     """Run one method on a fresh env and return its row (``input_shapes``: for a dynamic-shape model file)."""
+    spec = spec if isinstance(spec, MethodSpec) else parse_spec(spec)
     source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
         source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
     problem = env.problem
     try:
-        name, kwargs = parse_method(spec)
-        method = make_method(name, **kwargs)
+        method = spec.build()
         result = method.place(env, budget=budget, seed=seed, listeners=listeners)
         cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
         cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
@@ -127,7 +130,7 @@ def run_cell(
             backend=backend,
             coarsening=problem.coarse.level,
             groups=problem.num_groups,
-            method=spec,
+            method=spec.text,
             seed=seed,
             budget=budget,
             latency=result.latency,
@@ -170,8 +173,9 @@ def run_grid(
     input_shapes: dict[str, list[int]] | None = None,
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
-    for spec in methods:  # an unknown method fails now, not after the cells before it have run
-        method_class(parse_method(spec)[0])
+    specs = unique_specs(methods)  # a bad method fails now, not after the cells before it have run
+    for spec in specs:
+        spec.build()  # the constructors' own checks (cheap: nothing is trained or allocated here)
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
@@ -181,14 +185,14 @@ def run_grid(
     cells = [
         (model, spec, seed)
         for model in models
-        for spec in methods
-        for seed in (seeds if parse_method(spec)[0] not in _SEEDLESS else seeds[:1])
-        if (model, platform_name, backend, label, spec, seed, budget) not in done
+        for spec in specs
+        for seed in (seeds if spec.name not in _SEEDLESS else seeds[:1])
+        if (model, platform_name, backend, label, spec.text, seed, budget) not in done
     ]
     bar = _progress(len(cells), progress)
     try:
         for model, spec, seed in cells:
-            bar.set_description(f"{model} {method_label(spec)} seed {seed}")
+            bar.set_description(f"{model} {spec_label(spec.text)} seed {seed}")
             start = time.perf_counter()
             row = run_cell(
                 model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
@@ -197,12 +201,28 @@ def run_grid(
             store.append(row)
             bar.update(1)
             bar.write(
-                f"{model:>12} {method_label(spec):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
+                f"{model:>12} {spec_label(spec.text):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
                 f"(x{row.speedup_vs_cpu:.2f} vs CPU, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
             )
     finally:
         bar.close()
     return store.rows()
+
+
+def unique_specs(methods: list[str]) -> list[MethodSpec]:
+    """The parsed specs; a method given twice (after normalisation: ``milp:time_limit=30`` and
+    ``milp:time_limit=30.0`` are one) is refused, since its cells would run and count twice.
+
+    Raises:
+        ConfigError: Naming the repeated spec.
+    """
+    specs: dict[MethodSpec, str] = {}
+    for text in methods:
+        spec = parse_spec(text)
+        if spec in specs:
+            raise ConfigError(f"method {text!r} is given twice (as {specs[spec]!r}); give each method once")
+        specs[spec] = text
+    return list(specs)
 
 
 def _progress(total: int, enabled: bool):
@@ -217,13 +237,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid (default: small)"
     )
-    parser.add_argument("--models", nargs="+", help="zoo names or IR/ONNX paths (default: the preset's)")
     parser.add_argument(
-        "--methods", nargs="+", help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu"
+        "--models", nargs="+", action=UniqueList, help="zoo names or IR/ONNX paths (default: the preset's)"
     )
-    parser.add_argument("--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's)")
     parser.add_argument(
-        "--budget", type=int, help="evaluated placements per search method and seed (default: the preset's)"
+        "--methods",
+        nargs="+",
+        type=arguments.method,
+        action=UniqueList,
+        help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu my_pkg.agents:MyAgent",
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=arguments.seed,
+        action=UniqueList,
+        help="seeds of the seeded methods (default: the preset's)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=arguments.budget,
+        help="evaluated placements per search method and seed (default: the preset's)",
     )
     parser.add_argument(
         "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
@@ -232,18 +266,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend", choices=["simulated", "measured"], help="how latency is obtained (default: the preset's)"
     )
     parser.add_argument("--coarsening", default="fused", help="coarsening level: ops, fused or k")
-    parser.add_argument("--k", type=int, default=None, help="at most K groups (with --coarsening k or fused)")
+    parser.add_argument(
+        "--k", type=arguments.positive_int, default=None, help="at most K groups (with --coarsening k or fused)"
+    )
     add_input_shape_argument(parser)
     parser.add_argument(
-        "--out", type=Path, default=None, help="result folder (default results/<preset or custom>)"
+        "--out", type=arguments.out_folder, default=None, help="result folder (default results/<preset or custom>)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    def command(argv: list[str] | None) -> None:
+        parser = arguments.OneLineParser(description=__doc__.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return arguments.run_command(command, argv)
 
 
 def run_from_args(args: argparse.Namespace) -> None:
@@ -263,7 +302,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.coarsening,
         args.k,
         progress=not args.no_progress,
-        input_shapes=dict(args.input_shapes) if args.input_shapes else None,
+        input_shapes=arguments.input_shapes(args.input_shapes),
     )
     table = write_report(rows, out)
     print(table)
@@ -271,4 +310,4 @@ def run_from_args(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

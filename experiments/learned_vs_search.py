@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from agents import make_method
+from agents.specs import parse_spec
 from agents.baselines.common import allowed_devices
 from agents.learned.moves import MoveFeaturizer, branch_sets, propose, twin_classes
 from agents.learned.scorer import MoveScorer
-from experiments.runs import parse_method
 from placement_gym.problem import PlacementProblem
 
 METHODS = (
@@ -48,8 +48,7 @@ SEARCHES = ("local_search", "simulated_annealing")
 def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:
     """One placement: a JSON-able row."""
     problem = PlacementProblem.make(model, platform, "simulated")
-    name, kwargs = parse_method(spec)
-    result = make_method(name, **kwargs).place(problem, budget=budget, seed=seed)
+    result = parse_spec(spec).build().place(problem, budget=budget, seed=seed)
     ref = problem.reference
     return {
         "model": model,

@@ -27,33 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from placement_gym.errors import RecordError, UnknownNameError
-
-
-def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
-    """Split ``"name:key=value,key=value"`` into the method name and its keyword arguments.
-
-    Values are parsed as JSON when possible (numbers, booleans), else kept as strings.
-    """
-    name, _, args = spec.partition(":")
-    kwargs: dict[str, Any] = {}
-    for item in filter(None, args.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UnknownNameError("method argument (expected key=value)", item, [])
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return name, kwargs
-
-
-def method_label(spec: str) -> str:
-    """Short label of a method spec for tables (``single_device:device=cpu`` -> ``cpu_only``)."""
-    name, kwargs = parse_method(spec)
-    if name == "single_device" and "device" in kwargs:
-        return f"{kwargs['device']}_only"
-    return spec
+from placement_gym.errors import RecordError
 
 
 def library_versions() -> dict[str, str]:
