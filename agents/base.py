@@ -16,13 +16,15 @@ import abc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
 from placement_gym.budget import Run, TrackerListener
+from placement_gym.limits import BYTES_PER_EVALUATION
 from placement_gym.problem import PlacementProblem, problem_of
+from placement_gym.validation import Range
 
 
 @dataclass
@@ -70,6 +72,48 @@ class PlacementMethod(abc.ABC):
     """A placement method. Subclasses set ``name`` and implement :meth:`_place`."""
 
     name: str = "method"
+    #: Bounds of constructor arguments, by name, checked by :mod:`agents.specs` before a method is built
+    #: from a spec (a name that is not a parameter of the class is ignored). Sizes say what memory they
+    #: need at least, so an absurd one is refused with the figure instead of failing in an allocation.
+    argument_ranges: ClassVar[dict[str, Range]] = {
+        "budget": Range(1, memory=lambda n: n * BYTES_PER_EVALUATION),
+        "default_budget": Range(1, memory=lambda n: n * BYTES_PER_EVALUATION),
+        "batch_size": Range(1, memory=lambda n: 64.0 * n),
+        "samples_per_update": Range(1, memory=lambda n: 64.0 * n),
+        "noise_samples": Range(0, memory=lambda n: 64.0 * n),
+        "hidden": Range(1, memory=lambda h: 4.0 * h * h),
+        "grouping_hidden": Range(1, memory=lambda h: 4.0 * h * h),
+        "levels": Range(1),
+        "rounds": Range(1),
+        "num_groups": Range(1),
+        "parts_per_device": Range(1),
+        "max_assignments": Range(1),
+        "max_segment": Range(1),
+        "enumerate_limit": Range(1),
+        "baseline_window": Range(1),
+        "num_threads": Range(1, 1024),
+        "threads": Range(1, 1024),
+        "lr": Range(0, low_open=True),
+        "time_limit": Range(0, low_open=True),
+        "segment_time_limit": Range(0, low_open=True),
+        "t_start": Range(0, low_open=True),
+        "t_end": Range(0, low_open=True),
+        "temperature": Range(0, low_open=True),
+        "max_grad_norm": Range(0, low_open=True),
+        "mip_rel_gap": Range(0),
+        "dropout": Range(0, 1, high_open=True),
+        "discount": Range(0, 1),
+        "baseline_decay": Range(0, 1, high_open=True),
+        "walk": Range(0, 1),
+        "noise_std": Range(0),
+        "tanh_constant": Range(0),
+        "entropy_coef": Range(0),
+        "failing_ratio": Range(0),
+        "kick": Range(0),
+        "depth": Range(0),
+        "fine_tune": Range(0),
+        "late": Range(0),
+    }
 
     def place(
         self,

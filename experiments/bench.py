@@ -19,10 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.plugins import resolve_agent, seedless
+from agents.specs import MethodSpec, parse_spec, spec_label
+from experiments import arguments
 from experiments.aggregate import write_aggregate
+from experiments.arguments import UniqueList
 from experiments.report import write_report
-from experiments.runs import ResultRow, ResultStore, method_label
+from experiments.runs import ResultRow, ResultStore, speedup_text
 from placement_gym import protocol
 from placement_gym.benchmark import cpu_device, make_row, run_agent  # noqa: F401 (cpu_device: re-exported)
 from placement_gym.benchmarks import load_benchmark
@@ -79,6 +81,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         ],
     ),
 }
+#: Methods whose result does not depend on the seed (run once, reported for every seed count).
+_SEEDLESS = {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"}
+
+
 def coarse_label(coarsening: str, k: int | None) -> str:
     """The ``CoarseGraph.level`` an env built with these arguments has (the key of its rows)."""
     if k is None:
@@ -93,7 +99,7 @@ def graph_version(model: str) -> int:
 
 def run_cell(
     model: str,
-    spec: str,
+    spec: str | MethodSpec,
     seed: int,
     budget: int | None,
     platform: str,
@@ -106,32 +112,33 @@ def run_cell(
     protocol_version: str | None = None,
     tier: str | None = None,
 ) -> ResultRow:
-    """Run one agent (a registered method or your own, see :mod:`agents.plugins`) on a fresh env and
+    """Run one agent (a registered method or your own, see :mod:`agents.specs`) on a fresh env and
     return its row (``input_shapes``: for a dynamic-shape model file)."""
-    agent = resolve_agent(spec)
+    spec = spec if isinstance(spec, MethodSpec) else parse_spec(spec)
+    agent = spec.build()
     source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
         source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
     try:
         outcome = run_agent(agent, env, budget, seed, listeners)
-        return make_row(env.problem, model, backend, spec, seed, budget, outcome, protocol_version, tier)
+        return make_row(env.problem, model, backend, spec.text, seed, budget, outcome, protocol_version, tier)
     finally:
         env.close()
 
 
 def grid_cells(
-    models: list[str], methods: list[str], seeds: list[int], budget: int | None, platform_name: str,
+    models: list[str], specs: list[MethodSpec], seeds: list[int], budget: int | None, platform_name: str,
     backend: str, label: str, protocol_version: str | None = None,
-) -> list[tuple[tuple, str, str, int]]:
-    """Every cell of the grid as ``(key, model, spec, seed)``, each once (repeated models, methods or seeds
-    are dropped; a seedless method runs with the first seed only)."""
+) -> list[tuple[tuple, str, MethodSpec, int]]:
+    """Every cell of the grid as ``(key, model, spec, seed)``, each once (repeated models or seeds are
+    dropped; a seedless method runs with the first seed only)."""
     cells = {}
     for model in dict.fromkeys(models):
-        for spec in dict.fromkeys(methods):
-            for seed in list(dict.fromkeys(seeds))[: 1 if seedless(spec) else None]:
-                key = cell_key(model, graph_version(model), platform_name, backend, label, spec, seed, budget,
-                               protocol_version)  # fmt: skip
+        for spec in specs:
+            for seed in list(dict.fromkeys(seeds))[: 1 if spec.name in _SEEDLESS else None]:
+                key = cell_key(model, graph_version(model), platform_name, backend, label, spec.text, seed,
+                               budget, protocol_version)  # fmt: skip
                 cells.setdefault(key, (key, model, spec, seed))
     return list(cells.values())
 
@@ -154,17 +161,19 @@ def run_grid(
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows.
 
-    Each cell is claimed in the store before it runs, so a second ``bench`` on the same ``out`` runs the
-    other cells (and takes over the cells of a writer that died); a cell is stored once.
+    Repeated models, methods (after normalisation: ``milp:time_limit=30`` and ``milp:time_limit=30.0`` are
+    one) or seeds run once. Each cell is claimed in the store before it runs, so a second ``bench`` on the
+    same ``out`` runs the other cells (and takes over the cells of a writer that died); a cell is stored once.
     """
-    for spec in dict.fromkeys(methods):  # a bad spec fails now, not after the cells before it have run
-        resolve_agent(spec)
+    specs = unique_specs(methods)  # a bad method fails now, not after the cells before it have run
+    for spec in specs:
+        spec.build()  # the constructors' own checks (cheap: nothing is trained or allocated here)
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
     platform_name = load_platform(platform).name  # rows record the name, also for a platform file
     label = coarse_label(coarsening, k)
-    cells = grid_cells(models, methods, seeds, budget, platform_name, backend, label, protocol_version)
+    cells = grid_cells(models, specs, seeds, budget, platform_name, backend, label, protocol_version)
     done = store.keys()
     todo = [cell for cell in cells if cell[0] not in done]
     bar = _progress(len(todo), progress)
@@ -173,7 +182,7 @@ def run_grid(
             if not store.claim(key):  # stored or being run by another process meanwhile
                 bar.update(1)
                 continue
-            bar.set_description(f"{model} {method_label(spec)} seed {seed}")
+            bar.set_description(f"{model} {spec_label(spec.text)} seed {seed}")
             start = time.perf_counter()
             try:
                 row = run_cell(
@@ -186,8 +195,8 @@ def run_grid(
             store.append(row)
             bar.update(1)
             bar.write(
-                f"{model:>12} {method_label(spec):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
-                f"(x{row.speedup_vs_cpu:.2f} vs CPU, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
+                f"{model:>12} {spec_label(spec.text):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
+                f"({speedup_text(row)}, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
             )
     finally:
         bar.close()
@@ -195,6 +204,16 @@ def run_grid(
     if elsewhere:
         print(f"note: {len(elsewhere)} cell(s) are being run by another process on {out}; rerun to include them")
     return store.rows()
+
+
+def unique_specs(methods: list[str | MethodSpec]) -> list[MethodSpec]:
+    """The parsed specs, each once (after normalisation: ``milp:time_limit=30`` and
+    ``milp:time_limit=30.0`` are one), so no cell runs or counts twice. (The CLI refuses a repeat.)
+
+    Raises:
+        UnknownNameError, ConfigError: For a bad spec (see :func:`agents.specs.parse_spec`).
+    """
+    return list(dict.fromkeys(m if isinstance(m, MethodSpec) else parse_spec(m) for m in methods))
 
 
 def _progress(total: int, enabled: bool):
@@ -209,30 +228,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset", choices=sorted(PRESETS), default=None, help="a ready-made grid (default: small)"
     )
-    parser.add_argument("--models", nargs="+", help="zoo names or IR/ONNX paths (default: the preset's)")
+    parser.add_argument(
+        "--models", nargs="+", action=UniqueList, help="zoo names or IR/ONNX paths (default: the preset's)"
+    )
     parser.add_argument(
         "--methods",
         nargs="+",
+        type=arguments.method,
+        action=UniqueList,
         help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu, or your own agent as "
-        "package.module:Class or module:function (with :key=value,... arguments)",
+        "my_pkg.my_module:MyAgent or my_module:my_function (with :key=value,... arguments)",
     )
     parser.add_argument(
         "--tier",
         choices=sorted(protocol.TIERS, key=protocol.TIERS.get),
-        help=f"run protocol {protocol.VERSION} at this tier "
+        help=f"run protocol {protocol.VERSION} at this tier ("
         + ", ".join(f"{t}={b}" for t, b in protocol.TIERS.items())
-        + " distinct placements per run, seeds 0-4, on --tasks; ends with IQM and optimality gap",
+        + " distinct placements per run, seeds 0-4) on --tasks; ends with IQM and optimality gap",
     )
     parser.add_argument(
         "--tasks",
         nargs="+",
+        action=UniqueList,
         help="with --tier: train (the 12-task suite, default), held-out, or model/platform names",
     )
     parser.add_argument(
-        "--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's; --tier: 0-4)"
+        "--seeds",
+        nargs="+",
+        type=arguments.seed,
+        action=UniqueList,
+        help="seeds of the seeded methods (default: the preset's; with --tier: 0-4)",
     )
     parser.add_argument(
-        "--budget", type=int, help="distinct placements per search method and seed (default: the preset's)"
+        "--budget",
+        type=arguments.budget,
+        help="distinct placements per search method and seed (default: the preset's)",
     )
     parser.add_argument(
         "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
@@ -241,7 +271,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend", choices=["simulated", "measured"], help="how latency is obtained (default: the preset's)"
     )
     parser.add_argument("--coarsening", default="fused", help="coarsening level: ops, fused or k")
-    parser.add_argument("--k", type=int, default=None, help="at most K groups (with --coarsening k or fused)")
+    parser.add_argument(
+        "--k", type=arguments.positive_int, default=None, help="at most K groups (with --coarsening k or fused)"
+    )
     add_input_shape_argument(parser)
     parser.add_argument(
         "--out", type=Path, default=None, help="result folder (default results/<preset or custom>)"
@@ -249,10 +281,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    def command(argv: list[str] | None) -> None:
+        parser = arguments.OneLineParser(description=__doc__.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return arguments.run_command(command, argv)
 
 
 def run_from_args(args: argparse.Namespace) -> None:
@@ -319,4 +354,4 @@ def run_tier(args: argparse.Namespace) -> list[ResultRow]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -23,6 +23,8 @@ import json
 import os
 from typing import Any
 
+from experiments.arguments import UniqueList
+
 
 def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]]:
     """Re-profile every model in ``models`` on each distinct device of ``platform``.
@@ -86,7 +88,9 @@ def boundary_table(record: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", nargs="+", default=None, help="zoo models (default: the benchmark models)")
+    parser.add_argument(
+        "--model", nargs="+", action=UniqueList, default=None, help="zoo models (default: the benchmark models)"
+    )
     parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
     parser.add_argument(
         "--boundaries",

@@ -19,30 +19,15 @@ import argparse
 import logging
 import sys
 
-#: Exit status for errors in what the user asked for (argparse uses the same).
-USER_ERROR = 2
-
-
-def _user_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is a problem with the user's input rather than a bug (which keeps its traceback)."""
-    import gymnasium
-
-    from placement_gym.errors import PlacementGymError
-
-    return isinstance(exc, (PlacementGymError, gymnasium.error.Error))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 2000 else text[:1997] + "..."
+from experiments.arguments import OneLineParser, UniqueList, positive_int, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
     from experiments import bench, calibrate, place, show, train
 
-    parser = argparse.ArgumentParser(prog="placement-gym", description="Device placement as an RL benchmark.")
+    parser = OneLineParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of any error"
     )
@@ -60,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         "graphs", help="node/edge counts of the benchmark graphs at every coarsening level", parents=[common]
     )
     graphs.add_argument(
-        "--models", nargs="+", default=None, help="zoo models (default: the benchmark models)"
+        "--models", nargs="+", action=UniqueList, default=None, help="zoo models (default: the benchmark models)"
     )
-    graphs.add_argument("--k", type=int, default=64, help="group count of the k-coarsening level")
+    graphs.add_argument("--k", type=positive_int, default=64, help="group count of the k-coarsening level")
     return parser
 
 
@@ -91,20 +76,15 @@ def _show_notes() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit status (0, or 2 for a user error; 130 when interrupted)."""
-    args = build_parser().parse_args(argv)
-    _show_notes()
-    try:
+    """Run the command; returns the exit status (0; 2 with one line on stderr for a user error; 130 when
+    interrupted). See :func:`experiments.arguments.run_command`."""
+
+    def command(argv: list[str] | None) -> None:
+        args = build_parser().parse_args(argv)
+        _show_notes()
         _run(args)
-    except KeyboardInterrupt:
-        print("placement-gym: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        if args.debug or not _user_error(exc):
-            raise
-        print(f"placement-gym: error: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
-        return USER_ERROR
-    return 0
+
+    return run_command(command, argv)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from agents import make_method
 from agents.baselines.common import allowed_devices
 from agents.learned.moves import MoveFeaturizer, branch_sets, propose, twin_classes
 from agents.learned.scorer import MoveScorer
-from agents.plugins import resolve_agent
+from agents.specs import parse_spec
 from experiments.convert_rows import read_rows
 from placement_gym.benchmark import make_row, run_agent
 from placement_gym.problem import PlacementProblem
@@ -54,8 +54,9 @@ def run(model: str, platform: str, spec: str, seed: int, budget: int) -> ResultR
     """One placement: its row (the best single device's latency in ``extra["best_single_ms"]``)."""
     problem = PlacementProblem.make(model, platform, "simulated")
     try:
-        outcome = run_agent(resolve_agent(spec), problem, budget, seed)
-        row = make_row(problem, model, "simulated", spec, seed, budget, outcome)
+        method = parse_spec(spec)
+        outcome = run_agent(method.build(), problem, budget, seed)
+        row = make_row(problem, model, "simulated", method.text, seed, budget, outcome)
         row.extra["best_single_ms"] = problem.baseline.latency * 1e3
         return row
     finally:

@@ -18,18 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from agents import make_method
 from agents.learned.guided import GuidedImprovement
+from agents.specs import parse_spec
 from experiments.landscape import perturbed_runs
-from experiments.runs import parse_method
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem
 
 
 def noisy_ratios(model: str, platform: str, spec: str, budget: int, noise: float, runs: int) -> list[float]:
     """Ratios to the reference optimum of ``runs`` noisy runs of the method ``spec`` on one task."""
-    name, kwargs = parse_method(spec)
-    method = make_method(name, **kwargs)
+    method = parse_spec(spec).build()
     if not isinstance(method, GuidedImprovement):
         raise PlacementGymError(
             f"{spec!r} is not a guided_improvement spec; only its ranker can be perturbed"

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments import arguments
 from placement_gym.errors import ConfigError, PlacementGymError
 
 
@@ -116,13 +117,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coarsening", default="fused", help="coarsening level (ops, fused)")
     parser.add_argument(
         "--fine-tune",
-        type=int,
+        type=arguments.non_negative_int,
         default=0,
         metavar="N",
         help="evaluations of further training on this model (0: zero-shot)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the deterministic episode and fine-tuning"
+        "--seed", type=arguments.seed, default=0, help="seed of the deterministic episode and fine-tuning"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the record as JSON here")
     add_input_shape_argument(parser)

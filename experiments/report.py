@@ -27,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runs import ResultRow, method_label
+from agents.specs import spec_label
+from experiments.filenames import file_stem
+from experiments.runs import ResultRow
 from placement_gym.tasks import ReferenceOptimum, reference_optima
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
@@ -98,7 +100,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 backend=backend,
                 model=model,
                 method=method,
-                label=method_label(method),
+                label=spec_label(method),
                 seeds=len(rs),
                 latency_ms=mean * 1e3,
                 latency_std_ms=float(finite.std()) * 1e3 if len(finite) else 0.0,
@@ -205,7 +207,7 @@ def plot_curves(rows: list[ResultRow], path: Path) -> None:
                     idx = np.searchsorted(h[ok, 0], grid, side="right") - 1
                     curves.append(np.where(idx >= 0, h[ok, 1][np.maximum(idx, 0)], np.nan))
             if curves:
-                ax.plot(grid, np.nanmean(curves, axis=0) * 1e3, label=method_label(method), lw=1)
+                ax.plot(grid, np.nanmean(curves, axis=0) * 1e3, label=spec_label(method), lw=1)
         ax.set_title(model)
         ax.set_xlabel("evaluated placements")
         ax.set_ylabel("best latency so far (ms)")
@@ -236,9 +238,9 @@ def plot_best_placements(rows: list[ResultRow], out: Path) -> None:
             continue
         if coarse.num_groups != len(r.placement):
             continue
-        title = f"{model}: best = {method_label(r.method)}, {r.latency * 1e3:.2f} ms"
+        title = f"{model}: best = {spec_label(r.method)}, {r.latency * 1e3:.2f} ms"
         fig = placement_figure(coarse, platform, np.array(r.placement), title)
-        fig.savefig(out / f"placement_{model}_{platform_name}.png")
+        fig.savefig(out / f"placement_{file_stem(model)}_{file_stem(platform_name)}.png")
 
 
 def paper_table(summary: list[dict]) -> str:
@@ -370,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = merge_rows([r for folder in args.folders for r in folder_rows(folder)])
     if args.methods:
-        rows = [r for r in rows if method_label(r.method) in args.methods]
+        rows = [r for r in rows if spec_label(r.method) in args.methods]
     summary = summarise(rows)
     if args.suite:
         print(suite_table(summary))

@@ -1,16 +1,14 @@
-"""Method specs of the experiment scripts, and the result rows they write.
+"""The result rows the experiment scripts write.
 
 The row format and its store live in :mod:`placement_gym.results` (re-exported here for the scripts):
-one :class:`ResultRow` per cell, appended under a lock, resumable, safe with two writers.
+one :class:`ResultRow` per cell, appended under a lock, resumable, safe with two writers. Method specs
+are parsed by :mod:`agents.specs`.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import math
 
-from agents.plugins import parse_spec
-from placement_gym.errors import UnknownNameError
 from placement_gym.results import (
     CHECKPOINTS,
     ResultRow,
@@ -28,37 +26,15 @@ __all__ = [
     "ResultStore",
     "RowSchema",
     "library_versions",
-    "method_label",
-    "parse_method",
     "parse_row",
     "reject_bool",
+    "speedup_text",
     "thin_history",
 ]
 
 
-def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
-    """Split ``"name:key=value,key=value"`` into the method name and its keyword arguments.
-
-    Values are parsed as JSON when possible (numbers, booleans), else kept as strings.
-    """
-    name, _, args = spec.partition(":")
-    kwargs: dict[str, Any] = {}
-    for item in filter(None, args.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UnknownNameError("method argument (expected key=value)", item, [])
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return name, kwargs
-
-
-def method_label(spec: str) -> str:
-    """Short label of a method spec for tables (``single_device:device=cpu`` -> ``cpu_only``)."""
-    parsed = parse_spec(spec)
-    if parsed.target == "single_device" and "device" in parsed.kwargs:
-        return f"{parsed.kwargs['device']}_only"
-    return spec
-
-
+def speedup_text(row: ResultRow) -> str:
+    """``x1.23 vs cpu_only`` (the reference the speedup is against), or why there is none."""
+    if row.speedup_reference == "none" or not math.isfinite(row.speedup_vs_cpu):
+        return "no single device fits: no speedup"
+    return f"x{row.speedup_vs_cpu:.2f} vs {row.speedup_reference}"

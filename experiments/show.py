@@ -20,6 +20,8 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from experiments.arguments import OneLineParser, non_negative_int, run_command
+from experiments.filenames import file_stem
 from experiments.runs import reject_bool
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.render import placement_figure, placement_table
@@ -161,23 +163,26 @@ def show(record: PlacementRecord | dict[str, Any], png: Path | None) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="best_placement.json or results.jsonl")
-    parser.add_argument("--row", type=int, default=None, help="row of a results.jsonl (default: the best)")
+    parser.add_argument("--row", type=non_negative_int, default=None, help="row of a results.jsonl (default: the best)")
     parser.add_argument("--model", default=None, help="only rows of this model (results.jsonl)")
     parser.add_argument("--png", type=Path, default=None, help="picture path (default: next to the input)")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
     record = load_record(args.path, args.row, args.model)
-    png = args.png or args.path.with_name(f"{args.path.stem}_{Path(record.model).stem}.png")
+    png = args.png or args.path.with_name(f"{file_stem(args.path.stem)}_{file_stem(record.model)}.png")
     print(show(record, png))
     print(f"picture: {png}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    def command(argv: list[str] | None) -> None:
+        parser = OneLineParser(description=__doc__.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return run_command(command, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -29,6 +29,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -38,8 +39,11 @@ import gymnasium as gym
 import numpy as np
 
 import placement_gym  # noqa: F401  (registers the env IDs)
-from agents import METHODS, make_method, method_class
+from agents import METHODS
 from agents.base import BudgetTracker, PlacementMethod, PlacementResult
+from agents.specs import method_spec, parameters
+from experiments import arguments
+from experiments.filenames import file_stem
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
@@ -65,9 +69,14 @@ class RunLogger:
         self.out, self.problem, self.meta = out, problem_of(env), meta
         out.mkdir(parents=True, exist_ok=True)
         self.writer = SummaryWriter(str(out / "tb"))
-        self.history = open(out / "history.csv", "a")
-        if self.history.tell() == 0:
-            self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
+        try:  # created exclusively: a second run into the same --out never appends to this one's history
+            self.history = open(out / "history.csv", "x")
+        except FileExistsError:
+            self.writer.close()
+            raise ConfigError(
+                f"{out / 'history.csv'} already exists (another run writes into {out}); choose another --out"
+            ) from None
+        self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
         self.bar = tqdm(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
         self.evaluations = 0
         self.start = time.perf_counter()
@@ -161,6 +170,34 @@ class Checkpointer:
         return None
 
 
+#: What ``train`` writes into ``--out``: a second run refuses to mix with them, ``--overwrite`` removes them.
+OUTPUTS = ("best_placement.json", "history.csv", "tb", "checkpoints", "policy", "results.json")
+
+
+def prepare_out(out: Path, overwrite: bool = False) -> None:
+    """Make ``out`` ready for a new run: refuse one that holds a run's outputs, or (``overwrite``) remove
+    those outputs only (other files in ``out`` stay; a link is removed, never followed).
+
+    Raises:
+        ConfigError: ``out`` is a file, or holds outputs of a run and ``overwrite`` is false (names them).
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder")
+    present = [name for name in OUTPUTS if (out / name).exists() or (out / name).is_symlink()]
+    if present and not overwrite:
+        raise ConfigError(
+            f"--out {out} already holds a run ({', '.join(present)}); a second run would mix with it: "
+            "choose another --out, or pass --overwrite to remove these outputs first"
+        )
+    for name in present:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def make_env(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -206,16 +243,17 @@ def _method(agent: str, agent_kwargs: dict[str, Any], n_envs: int, tensorboard: 
     """The method with its arguments: ``n_envs`` where the method has it, SB3's TensorBoard log folder."""
     from agents.sb3.methods import SB3Method
 
-    cls = method_class(agent)
     kwargs = dict(agent_kwargs)
-    if "n_envs" in inspect.signature(cls.__init__).parameters:
+    if "n_envs" in parameters(method_spec(agent).target)[0]:
         kwargs.setdefault("n_envs", n_envs)
     elif n_envs > 1:
         print(f"note: {agent} evaluates one placement at a time; --n-envs is ignored")
-    if issubclass(cls, SB3Method):
-        kwargs.setdefault("tensorboard_log", str(tensorboard))
+    spec = method_spec(agent, kwargs)  # checked: names, types, finiteness, ranges, memory
+    extra: dict[str, Any] = {}
+    if inspect.isclass(spec.target) and issubclass(spec.target, SB3Method):
+        extra["tensorboard_log"] = spec.kwargs.get("tensorboard_log", str(tensorboard))
     try:
-        return make_method(agent, **kwargs)
+        return spec.build(**extra)
     except TypeError as exc:
         raise ConfigError(f"--agent-kwargs for {agent}: {exc}") from exc
 
@@ -234,10 +272,17 @@ def train(
     progress: bool = True,
     checkpoint_every: int = 0,
     input_shapes: dict[str, list[int]] | None = None,
+    overwrite: bool = False,
 ) -> PlacementResult:
-    """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring."""
+    """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring (into a fresh
+    ``out``: see :func:`prepare_out`)."""
     method = _method(agent, agent_kwargs, n_envs, out / "tb")
     env = make_env(env_id, env_kwargs, ray_address, ray_workers, input_shapes)
+    try:
+        prepare_out(out, overwrite)
+    except BaseException:
+        env.close()
+        raise
     logger = RunLogger(
         out,
         env,
@@ -258,23 +303,6 @@ def train(
         logger.close()
         env.close()
     return result
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _input_shape(text: str) -> tuple[str, list[int]]:
@@ -312,29 +340,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(SB3 learners, one budget across the tasks, the policy saved to OUT/policy)",
     )
     parser.add_argument(
-        "--max-nodes", type=_positive, default=None, help="multi-task: pad graphs to this many groups"
+        "--max-nodes", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many groups"
     )
     parser.add_argument(
-        "--max-edges", type=_positive, default=None, help="multi-task: pad graphs to this many edges"
+        "--max-edges", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many edges"
     )
     parser.add_argument(
         "--budget",
-        type=_positive,
+        type=arguments.budget,
         default=None,
         help="evaluated placements (default: the method's own: learners train for their default budget, "
         "one-shot methods such as heft evaluate what they need)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the method and the env")
+    parser.add_argument("--seed", type=arguments.seed, default=0, help="seed of the method and the env")
     parser.add_argument(
-        "--env-kwargs", type=_json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
+        "--env-kwargs", type=arguments.json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
     )
     parser.add_argument(
-        "--agent-kwargs", type=_json_object, default={}, help="JSON keyword arguments of the method"
+        "--agent-kwargs", type=arguments.json_object, default={}, help="JSON keyword arguments of the method"
     )
     add_input_shape_argument(parser)
     parser.add_argument(
         "--n-envs",
-        type=_positive,
+        type=arguments.positive_int,
         default=1,
         help="envs stepped together by SB3 learners (ignored by others)",
     )
@@ -343,15 +371,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="evaluate on a Ray cluster ('auto', 'ray://host:10001'; 'local' starts a local instance)",
     )
-    parser.add_argument("--ray-workers", type=_positive, default=2, help="Ray actors evaluating placements")
+    parser.add_argument("--ray-workers", type=arguments.positive_int, default=2, help="Ray actors evaluating placements")
     parser.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=arguments.non_negative_int,
         default=100,
         help="evaluations between checkpoints of SB3 learners (0: only the final one)",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace the outputs of an earlier run in --out ({', '.join(OUTPUTS)}; nothing else is removed)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -366,6 +399,7 @@ def train_tasks(
     agent_kwargs: dict[str, Any],
     max_nodes: int | None = None,
     max_edges: int | None = None,
+    overwrite: bool = False,
 ) -> list[PlacementResult]:
     """Train one SB3 policy on several env IDs with one budget; writes ``OUT/policy`` (the safe format)
     and ``OUT/results.json`` (each task's best latency, placement and evaluations)."""
@@ -379,8 +413,8 @@ def train_tasks(
         budget = method.budget
     envs = [make_env(env_id, env_kwargs, None, 1) for env_id in env_ids]
     try:
+        prepare_out(out, overwrite)
         results = train_multitask(method, envs, budget, seed, max_nodes, max_edges)
-        out.mkdir(parents=True, exist_ok=True)
         method.save(out / "policy")
         rows = [
             {
@@ -419,13 +453,14 @@ def run_from_args(args: argparse.Namespace) -> None:
             args.agent_kwargs,
             args.max_nodes,
             args.max_edges,
+            overwrite=args.overwrite,
         )
         for env_id, r in zip(args.env, results):
             print(f"{args.agent} on {env_id}: best latency {r.latency * 1e3:.3f} ms after {r.evaluations} evaluations")
         print(f"{sum(r.evaluations for r in results)} evaluations in total; policy written to {out / 'policy'}")
         return
     args.env = args.env[0]
-    out = args.out or Path("runs") / args.env / f"{args.agent}-s{args.seed}"
+    out = args.out or Path("runs") / file_stem(args.env) / f"{args.agent}-s{args.seed}"
     result = train(
         args.agent,
         args.env,
@@ -440,6 +475,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every,
         input_shapes=dict(args.input_shapes) if args.input_shapes else None,
+        overwrite=args.overwrite,
     )
     print(
         f"{args.agent} on {args.env}: best latency {result.latency * 1e3:.3f} ms after {result.evaluations} "
@@ -447,11 +483,14 @@ def run_from_args(args: argparse.Namespace) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    def command(argv: list[str] | None) -> None:
+        parser = arguments.OneLineParser(description=__doc__.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return arguments.run_command(command, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

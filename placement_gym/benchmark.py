@@ -133,6 +133,36 @@ def cpu_device(platform: Platform) -> int:
     return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
 
 
+def speedup_reference(problem: PlacementProblem) -> tuple[float, str, float]:
+    """What a row's speedup is measured against: ``(CPU-only latency, reference, reference latency)``.
+
+    The reference is the CPU-only placement (``"cpu_only"``); where it does not fit in memory, the fastest
+    single device that does (``"<device>_only"``); where none fits (``model-parallel``), ``"none"`` with an
+    infinite latency, and the speedup is undefined. Evaluated after the run: not charged to its budget.
+    """
+    devices = problem.platform.devices
+
+    def alone(d: int) -> float:
+        return problem.evaluate(np.full(problem.num_groups, d, dtype=np.int64)).latency
+
+    host = cpu_device(problem.platform)
+    cpu = alone(host)
+    if np.isfinite(cpu):
+        return cpu, "cpu_only", cpu
+    fits = {devices[d].name: lat for d in range(len(devices)) if d != host and np.isfinite(lat := alone(d))}
+    if not fits:
+        return cpu, "none", math.inf
+    best = min(fits, key=fits.get)
+    return cpu, f"{best}_only", fits[best]
+
+
+def speedup(reference_latency: float, latency: float) -> float:
+    """``reference / latency``: 0 for an infeasible result, NaN where no single device fits."""
+    if not np.isfinite(reference_latency):
+        return math.nan
+    return reference_latency / latency if np.isfinite(latency) else 0.0
+
+
 def make_row(
     problem: PlacementProblem,
     model: str,
@@ -144,9 +174,8 @@ def make_row(
     protocol_version: str | None = None,
     tier: str | None = None,
 ) -> ResultRow:
-    """The row of one run (the CPU-only latency is evaluated here, after the run: not charged)."""
-    cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
-    cpu = problem.evaluate(cpu_only).latency
+    """The row of one run (the speedup's reference is evaluated here, after the run: not charged)."""
+    cpu, reference, reference_latency = speedup_reference(problem)
     extra = {k: v for k, v in outcome.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
     identity = problem.benchmark.identity()
     latency = outcome.latency
@@ -162,7 +191,8 @@ def make_row(
         budget=budget,
         latency=latency,
         cpu_only_latency=cpu,
-        speedup_vs_cpu=cpu / latency if np.isfinite(latency) else 0.0,
+        speedup_vs_cpu=speedup(reference_latency, latency),
+        speedup_reference=reference,
         evaluations=outcome.evaluations,
         wall_time=outcome.wall_time,
         placement=outcome.placement.tolist(),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from placement_gym.errors import BudgetExhaustedError, PlacementGymError
+from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
 from placement_gym.problem import MEMO_SIZE, Evaluation, PlacementProblem
 
 #: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees.
@@ -42,6 +43,10 @@ class Run:
             raise PlacementGymError(
                 f"budget must be an integer number of evaluations or None, got {budget!r}"
             )
+        if budget is not None:
+            if budget < 1:
+                raise PlacementGymError(f"budget must be >= 1 evaluation (or None for no limit), got {budget}")
+            require_memory(int(budget) * BYTES_PER_EVALUATION, f"budget={budget} (its per-evaluation history)")
         self.problem = problem
         self.budget = None if budget is None else int(budget)
         self.used = 0

@@ -30,6 +30,7 @@ from placement_gym.errors import PlacementError, PlacementGymError
 from placement_gym.features import DeviceFeatures, StaticFeatures, device_features, static_features
 from placement_gym.platforms import Platform, load_platform, resolve_memory
 from placement_gym.rewards import Reward, get_reward
+from placement_gym.validation import as_index_array
 
 #: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
 Listener = Callable[[np.ndarray, "Evaluation"], None]
@@ -255,7 +256,7 @@ class PlacementProblem:
         Raises:
             PlacementError: Wrong shape, a non-integer dtype, or a device index out of range.
         """
-        arr = np.asarray(placement)
+        arr = as_index_array(placement, what="placement")
         n = self.num_groups if length is None else length
         if arr.shape != (n,):
             raise PlacementError(f"placement must have shape ({n},) (one device per group), got {arr.shape}")

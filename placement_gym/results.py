@@ -107,7 +107,8 @@ class ResultRow:
         budget: Evaluation budget (distinct placements; ``None``: the method's own rule).
         latency: Latency of the placement, seconds (``inf`` if infeasible; ``null`` in the file).
         cpu_only_latency: Latency with every group on the CPU.
-        speedup_vs_cpu: ``cpu_only_latency / latency`` (0 if infeasible).
+        speedup_vs_cpu: The speedup over :attr:`speedup_reference` (0 if infeasible, NaN if there is no
+            reference).
         evaluations: Distinct placements the method evaluated.
         wall_time: Seconds the method ran.
         placement: Device index of each group.
@@ -118,6 +119,9 @@ class ResultRow:
         protocol: Protocol version the row was run under (``"v1"``; ``None``: no protocol, a custom grid).
         tier: The protocol tier (``"standard"``...) or ``None``.
         score: Normalised score against the task's reference optimum (``nan``: the task has none).
+        speedup_reference: What ``speedup_vs_cpu`` is against: ``"cpu_only"``; where CPU-only does not fit
+            in memory, the fastest single device that does (``"<device>_only"``); ``"none"`` where no
+            single device fits (the speedup is then NaN). Rows written before this field: CPU-only.
     """
 
     model: str
@@ -144,6 +148,7 @@ class ResultRow:
     protocol: str | None = None
     tier: str | None = None
     score: float = math.nan
+    speedup_reference: str = "cpu_only"
 
     @property
     def key(self) -> tuple:
@@ -231,13 +236,15 @@ class RowSchema(BaseModel):
     protocol: _Tag | None = None
     tier: _Tag | None = None
     score: _Float | None = None
+    speedup_reference: _Name = "cpu_only"
 
     def to_row(self) -> ResultRow:
         data = self.model_dump()
         data["history"] = [(e, math.inf if v is None else v) for e, v in self.history]
         for key in ("latency", "cpu_only_latency"):
             data[key] = math.inf if data[key] is None else data[key]
-        data["speedup_vs_cpu"] = data["speedup_vs_cpu"] or 0.0
+        if data["speedup_vs_cpu"] is None:  # no single device fits (written as null)
+            data["speedup_vs_cpu"] = math.nan
         data["score"] = math.nan if data["score"] is None else data["score"]
         return ResultRow(**data)
 

@@ -94,16 +94,16 @@ def place(problem, budget, seed):
 
 
 def test_two_bench_processes_on_one_out_run_and_store_each_cell_once(tmp_path):
-    """Two real ``bench`` processes started together on one ``--out`` (issue #25), with repeated
-    arguments: every cell runs once, in one of the two processes, and is stored once. The agent waits
-    until both processes are inside a cell, so the two writers certainly overlap."""
+    """Two real ``bench`` processes started together on one ``--out`` (issue #25): every cell runs once,
+    in one of the two processes, and is stored once. The agent waits until both processes are inside a
+    cell, so the two writers certainly overlap."""
     (tmp_path / "slow_agent.py").write_text(_SLOW_AGENT)
     (tmp_path / "marks").mkdir()
     out = tmp_path / "out"
     cmd = [
         sys.executable, "-m", "experiments.bench", "--models", "tiny_cnn", "--platform", "cpu-dgpu",
-        "--backend", "simulated", "--methods", "heft", "slow_agent:place", "slow_agent:place", "--seeds", "0",
-        "1", "0", "--budget", "5", "--no-progress", "--out", str(out),
+        "--backend", "simulated", "--methods", "heft", "slow_agent:place", "--seeds", "0", "1", "--budget", "5",
+        "--no-progress", "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MARKS": str(tmp_path / "marks")}
     procs = [
@@ -120,3 +120,14 @@ def test_two_bench_processes_on_one_out_run_and_store_each_cell_once(tmp_path):
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 3 and len({(json.loads(x)["method"], json.loads(x)["seed"]) for x in lines}) == 3
     assert not any((out / ".results.claims").iterdir())
+
+
+def test_repeated_arguments_run_each_cell_once(tmp_path):
+    from experiments.bench import run_grid
+
+    rows = run_grid(
+        tmp_path, ["tiny_cnn", "tiny_cnn"], ["heft", "random_search", "random_search"], [0, 1, 0],
+        5, "cpu-dgpu", "simulated", progress=False,
+    )  # fmt: skip
+    assert sorted((r.method, r.seed) for r in rows) == [("heft", 0), ("random_search", 0), ("random_search", 1)]
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 3

@@ -40,7 +40,9 @@ from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
+from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
 from placement_gym.problem import problem_of
+from placement_gym.validation import Range
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
 _POLICY_FORMAT = 1  # version of the folder save() writes
@@ -96,6 +98,45 @@ class SB3Method(PlacementMethod):
     #: Hyperparameters for one-shot placement: an episode is one step, so gamma and GAE do not matter
     #: there; gamma = 1 suits sequential mode's single final reward.
     defaults: ClassVar[dict[str, Any]] = {}
+    #: Bounds of the arguments (checked by :mod:`agents.specs`); widths and step counts say what memory
+    #: they need at least (a float32 weight matrix, six float32 rollout values per step, a process per env).
+    argument_ranges: ClassVar[dict[str, Range]] = {
+        **PlacementMethod.argument_ranges,
+        "budget": Range(2, memory=lambda n: n * BYTES_PER_EVALUATION),
+        "n_envs": Range(1, memory=lambda n: n * 256 * 2**20),
+        "verbose": Range(0, 2),
+        "hidden": Range(1, memory=lambda h: 4.0 * h * h),
+        "layers": Range(1, memory=lambda n: n * 4096.0),
+        "head": Range(1, memory=lambda h: 4.0 * h * h),
+        "net_arch": Range(1, memory=lambda h: 4.0 * h * h),
+        "learning_rate": Range(0, low_open=True),
+        "n_steps": Range(1, memory=lambda n: 24.0 * n),
+        "batch_size": Range(2, memory=lambda n: 24.0 * n),
+        "n_epochs": Range(1),
+        "gamma": Range(0, 1),
+        "gae_lambda": Range(0, 1),
+        "clip_range": Range(0, low_open=True),
+        "ent_coef": Range(0),
+        "vf_coef": Range(0),
+        "max_grad_norm": Range(0, low_open=True),
+        "stats_window_size": Range(1, memory=lambda n: 64.0 * n),
+    }
+
+    @classmethod
+    def forwarded_parameters(cls) -> dict[str, Any]:
+        """The SB3 algorithm's own keyword parameters, which ``**algo_kwargs`` reach (for :mod:`agents.specs`),
+        without those the method sets itself."""
+        import inspect
+
+        own = {"policy", "env", "seed", "device", "verbose", "policy_kwargs", "_init_setup_model"}
+        optional = {"target_kl": float | None, "clip_range_vf": float | None, "tensorboard_log": str | None}
+        hints = {}
+        for p in list(inspect.signature(cls.algo_class.__init__).parameters.values())[1:]:
+            if p.name in own or p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                continue
+            if p.name in optional or type(p.default) in (bool, int, float, str):
+                hints[p.name] = optional.get(p.name, type(p.default))
+        return hints  # classes and schedules (rollout_buffer_class, ...) cannot be given as arguments
 
     def __init__(
         self,
@@ -146,6 +187,7 @@ class SB3Method(PlacementMethod):
                 )
             self.model.set_env(vec_env)
             return self.model
+        self._require_rollout_memory(vec_env)
         policy, policy_kwargs = self.policy()
         return self.algo_class(
             policy,
@@ -155,6 +197,19 @@ class SB3Method(PlacementMethod):
             device=self.device,
             verbose=self.verbose,
             **self.algo_kwargs,
+        )
+
+    def _require_rollout_memory(self, vec_env: VecEnv) -> None:
+        """Refuse an ``n_steps`` whose rollout buffer (observations, actions and six float32 values per
+        step and env) would not fit in memory, before SB3 allocates it."""
+        import inspect
+
+        params = inspect.signature(self.algo_class.__init__).parameters
+        n_steps = self.algo_kwargs.get("n_steps", params["n_steps"].default if "n_steps" in params else 1)
+        per_step = gym.spaces.flatdim(vec_env.observation_space) + gym.spaces.flatdim(vec_env.action_space) + 6
+        require_memory(
+            4.0 * n_steps * vec_env.num_envs * per_step,
+            f"n_steps={n_steps} with {vec_env.num_envs} env(s) of {per_step} values per step (the rollout buffer)",
         )
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:

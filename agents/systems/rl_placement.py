@@ -63,7 +63,7 @@ from agents.systems.common import (
     torch_threads,
     training_extras,
 )
-from placement_gym.errors import UnknownNameError
+from placement_gym.errors import ConfigError, UnknownNameError
 from placement_gym.features import NODE_FEATURES
 
 #: Columns of the env's node features that the paper's embedding uses: output size, degrees, op-type mix.
@@ -292,6 +292,8 @@ class RLPlacement(PlacementMethod):
     ) -> None:
         if reward not in ("sqrt_runtime", "env"):
             raise UnknownNameError("rl_placement reward", reward, ["env", "sqrt_runtime"])
+        if hidden % 2:  # checked here, not first when the policy is built mid-run
+            raise ConfigError(f"rl_placement hidden must be even (two encoder directions), got {hidden}")
         self.samples_per_update, self.hidden, self.lr = samples_per_update, hidden, lr
         self.baseline_decay = baseline_decay
         self.exploration = dict(

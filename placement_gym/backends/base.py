@@ -19,6 +19,7 @@ from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError
 from placement_gym.platforms import Platform
+from placement_gym.validation import as_index_array
 
 
 def check_placements(
@@ -30,15 +31,12 @@ def check_placements(
         The batch as a contiguous int64 array.
 
     Raises:
-        PlacementError: Not ``(B, num_groups)``, a non-integer dtype, or a device index out of range.
+        PlacementError: Not ``(B, num_groups)``, ragged, not integers (booleans and floats included: see
+            :func:`~placement_gym.validation.as_index_array`), or a device index out of range.
     """
-    arr = np.asarray(placements)
+    arr = as_index_array(placements, what="placement")
     if arr.ndim != 2 or arr.shape[1] != num_groups:
         raise PlacementError(f"a batch of placements must have shape (B, {num_groups}), got {arr.shape}")
-    if arr.dtype != np.int64:
-        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
-            raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64)
     d = platform.num_devices
     if arr.size and (arr.min() < 0 or arr.max() >= d):
         bad = int(arr[(arr < 0) | (arr >= d)][0])

@@ -15,6 +15,7 @@ from placement_gym.errors import PlacementError, UnknownNameError
 from placement_gym.features import NODE_DEVICE_FEATURES, NUM_NODE_FEATURES, pad_features
 from placement_gym.platforms import Platform
 from placement_gym.problem import Evaluation, PlacementProblem
+from placement_gym.validation import as_index_array, padding_size
 
 MODES = ("oneshot", "sequential")
 OBSERVATIONS = ("graph", "device")
@@ -240,13 +241,9 @@ class DevicePlacementEnv(gym.Env):
         self.num_groups = g = problem.num_groups
         self.num_devices = d = problem.num_devices
         edges = problem.coarse.graph.num_edges
-        n = max_nodes if max_nodes is not None else g
-        e = max_edges if max_edges is not None else edges
-        if n < g or e < edges:
-            raise ValueError(
-                f"max_nodes={max_nodes} / max_edges={max_edges} are smaller than the graph "
-                f"({g} groups, {edges} edges)"
-            )
+        # padded sizes: integers, at least the graph's, whose arrays (bytes per node / edge) fit in memory
+        n = g if max_nodes is None else padding_size(max_nodes, "max_nodes", g, 4 * (NUM_NODE_FEATURES + 2 + 4 * d) + d)
+        e = edges if max_edges is None else padding_size(max_edges, "max_edges", edges, 16 + 4 * (2 + d * d))
         self.max_nodes, self.max_edges = n, e
         self._static = pad_features(problem.features, n, e)
         obs_spaces = {
@@ -386,7 +383,7 @@ class DevicePlacementEnv(gym.Env):
             evaluation = self.problem.evaluate(self.placement)
             self._last, self._done = evaluation.result, True
             return self._observation(), evaluation.reward, True, False, self._info(evaluation)
-        arr = np.asarray(action)
+        arr = as_index_array(action, what="action")
         if arr.size != 1 or arr.ndim > 1:
             raise PlacementError(f"sequential mode takes one device index per step, got shape {arr.shape}")
         self.placement[self._cursor] = int(self.problem.validate(arr.reshape(1), length=1)[0])

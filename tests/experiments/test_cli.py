@@ -7,22 +7,20 @@ import json
 import numpy as np
 import pytest
 
+from agents.specs import parse_spec
 from experiments import cli
 from experiments.bench import run_grid
-from experiments.runs import ResultStore, parse_method
-from placement_gym.errors import UnknownNameError
+from experiments.runs import ResultStore
+from placement_gym.errors import ConfigError
 
 GRID = dict(models=["tiny_cnn"], platform="cpu-dgpu", backend="simulated")
 
 
-def test_parse_method():
-    assert parse_method("milp:time_limit=30,warm_start=false") == (
-        "milp",
-        {"time_limit": 30, "warm_start": False},
-    )
-    assert parse_method("single_device:device=cpu") == ("single_device", {"device": "cpu"})
-    with pytest.raises(UnknownNameError):
-        parse_method("milp:time_limit")
+def test_method_specs_are_parsed_by_agents_specs():
+    assert parse_spec("milp:time_limit=30,warm_start=false").kwargs == {"time_limit": 30.0, "warm_start": False}
+    assert parse_spec("single_device:device=cpu").kwargs == {"device": "cpu"}
+    with pytest.raises(ConfigError):
+        parse_spec("milp:time_limit")
 
 
 def test_bench_grid_writes_rows_report_and_resumes(tmp_path, monkeypatch):

@@ -1,0 +1,457 @@
+"""Method specs: the one parser of ``name[:key=value,...]`` and ``pkg.module:attr[:key=value,...]``.
+
+A spec names a method and its arguments as text, as ``bench --methods`` and result rows hold them:
+
+* ``milp:time_limit=30,warm_start=false``: a method of :data:`agents.METHODS` with keyword arguments;
+* ``my_pkg.my_module:MyAgent:lr=0.01``: an outside agent, a class with a ``place()`` method (a
+  :class:`~agents.base.PlacementMethod` subclass, say), built with the keyword arguments;
+* ``my_pkg.my_module:my_place``: an outside agent as a function ``my_place(problem, budget, seed, **kw)``.
+
+A module that is not importable is also looked for in the current folder (appended to ``sys.path``, so it
+never shadows an installed module): ``cd examples && placement-gym bench --methods my_agent:greedy``.
+
+Every argument is checked against the constructor's (or function's) signature and type hints before
+anything runs: an unknown keyword is refused with the nearest known one, a value must convert to the
+hinted type (``int``, ``float``, ``bool``, ``str``, ``None``, ``Literal``, tuples and lists as
+``[1,2]``), numbers must be finite, and they must lie in the :class:`~placement_gym.validation.Range`
+the class declares in ``argument_ranges`` (or in an ``Annotated`` hint), whose ``memory`` refuses a
+size that would not fit in memory. A spec is normalised: arguments in signature order, values
+rendered one way (``time_limit=30`` and ``time_limit=30.0`` are the same spec, ``milp:time_limit=30``),
+so two specs are the same method exactly when their texts are equal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import METHODS, method_class
+from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
+from placement_gym.validation import Range
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+_TRUE, _FALSE, _NONE = {"true", "True"}, {"false", "False"}, {"null", "none", "None"}
+#: Parameters an outside function agent receives positionally, not from the spec.
+_FUNCTION_POSITIONAL = 3
+_MAX_SPEC = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class MethodSpec:
+    """A parsed, checked method spec. Equal specs have equal :attr:`text`.
+
+    Attributes:
+        name: The registry name (``"milp"``) or the outside agent's ``"pkg.module:attr"``.
+        kwargs: The checked keyword arguments, converted to their hinted types, in signature order.
+        target: The class or function the spec builds.
+    """
+
+    name: str
+    kwargs: dict[str, Any]
+    target: Any = field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The normalised spec, e.g. ``"milp:time_limit=30"``."""
+        args = ",".join(f"{k}={render_value(v)}" for k, v in self.kwargs.items())
+        return f"{self.name}:{args}" if args else self.name
+
+    @property
+    def registered(self) -> bool:
+        """Whether the spec names a method of :data:`agents.METHODS` (not an outside agent)."""
+        return self.name in METHODS
+
+    @property
+    def is_function(self) -> bool:
+        """Whether the target is a function ``f(problem, budget, seed, **kwargs)`` rather than a class."""
+        return not inspect.isclass(self.target)
+
+    def build(self, **extra: Any) -> Any:
+        """The method: the class instantiated with the arguments (and ``extra``, which are not checked:
+        values the caller sets, such as a log folder), or for a function, the function with the
+        arguments bound."""
+        kwargs = {**self.kwargs, **extra}
+        if self.is_function:
+            import functools
+
+            return functools.partial(self.target, **kwargs) if kwargs else self.target
+        try:
+            return self.target(**kwargs)
+        except (ValueError, TypeError) as exc:  # the constructor's own check of a value the spec gave
+            if isinstance(exc, PlacementGymError):
+                raise
+            raise ConfigError(f"method {self.text}: {exc}") from exc
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MethodSpec) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def parse_spec(text: str) -> MethodSpec:
+    """Parse and check a spec (see the module docstring).
+
+    Raises:
+        UnknownNameError: An unknown method, module attribute or argument name (with the nearest one).
+        ConfigError: A malformed spec, an outside target that is no agent, a value of the wrong type,
+            not finite, out of the declared range, or too large for memory.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"a method spec is text, got {type(text).__name__}")
+    if len(text) > _MAX_SPEC:
+        raise ConfigError(f"method spec of {len(text)} characters is too long (at most {_MAX_SPEC})")
+    if not text or text != text.strip():
+        raise ConfigError(f"method spec {text!r} is empty or has surrounding spaces")
+    name, target, args = _split_name(text)
+    raw: dict[str, str] = {}
+    for item in split_arguments(args):
+        key, sep, value = item.partition("=")
+        if not sep or not _IDENTIFIER.match(key):
+            raise ConfigError(f"method spec {text!r}: expected key=value, got {item!r}")
+        if key in raw:
+            raise ConfigError(f"method spec {text!r} gives argument {key!r} twice")
+        raw[key] = value
+    return MethodSpec(name, check_arguments(name, target, raw, from_text=True), target)
+
+
+def method_spec(name: str, kwargs: dict[str, Any] | None = None) -> MethodSpec:
+    """A spec from a name (or ``pkg.module:attr``) and already typed keyword arguments (JSON values,
+    such as ``train --agent-kwargs``), checked like :func:`parse_spec`."""
+    name, target, args = _split_name(name)
+    if args:
+        raise ConfigError(f"give the arguments of {name} as keyword arguments, not in the name ({args!r})")
+    if not isinstance(kwargs or {}, dict):
+        raise ConfigError(f"arguments of {name} must be a mapping, got {type(kwargs).__name__}")
+    return MethodSpec(name, check_arguments(name, target, dict(kwargs or {}), from_text=False), target)
+
+
+def spec_label(text: str) -> str:
+    """A short label of a stored spec for tables (``single_device:device=cpu`` -> ``cpu_only``).
+
+    Textual only (the spec is not checked): stored rows can name outside agents that are not importable here.
+    """
+    name, _, args = text.partition(":")
+    if name == "single_device" and args.startswith("device=") and "," not in args:
+        return f"{args[len('device='):]}_only"
+    return text
+
+
+def split_arguments(args: str) -> list[str]:
+    """Split ``"a=1,b=[1,2]"`` at the commas outside brackets: ``["a=1", "b=[1,2]"]``."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(args):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            items.append(args[start:i])
+            start = i + 1
+    items.append(args[start:])
+    if items == [""]:
+        return []
+    if any(not item for item in items):
+        raise ConfigError(f"method arguments {args!r} have an empty item (a doubled or trailing comma)")
+    return items
+
+
+def render_value(value: Any) -> str:
+    """How a value is written in a normalised spec (the inverse of the conversion :func:`parse_spec` does)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(render_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+# ---------------------------------------------------------------------- the target
+def _split_name(text: str) -> tuple[str, Any, str]:
+    """``(name, class or function, argument text)`` of a spec."""
+    head, sep, rest = text.partition(":")
+    if head in METHODS:
+        return head, method_class(head), rest
+    attr, _, args = rest.partition(":")
+    if sep and _MODULE.match(head) and _IDENTIFIER.match(attr):
+        return f"{head}:{attr}", _outside_agent(head, attr), args
+    error = UnknownNameError("method", head, METHODS)
+    error.args = (f"{error.args[0]} An agent of your own is given as pkg.module:Class or pkg.module:function.",)
+    raise error
+
+
+def _outside_agent(module_name: str, attr: str) -> Any:
+    """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
+            raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+        sys.path.append(os.getcwd())  # a module of the current folder (after everything installed: no shadowing)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as again:
+            raise ConfigError(
+                f"method {module_name}:{attr}: cannot import {module_name!r} ({again}); run from its folder "
+                "or install it"
+            ) from again
+    except ImportError as exc:
+        raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+    if not hasattr(module, attr):
+        public = [n for n in dir(module) if not n.startswith("_")]
+        raise UnknownNameError(f"attribute of module {module_name}", attr, public)
+    target = getattr(module, attr)
+    where = f"{module_name}:{attr}"
+    if inspect.isclass(target):
+        if not callable(getattr(target, "place", None)):
+            raise ConfigError(
+                f"method {where} is a class without a place() method; an agent is a class with "
+                "place(problem, budget, seed) or a function f(problem, budget, seed)"
+            )
+        return target
+    if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
+        try:
+            inspect.signature(target).bind(*([None] * _FUNCTION_POSITIONAL))
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"method {where} is a function that cannot be called as {attr}(problem, budget, seed)"
+            ) from None
+        return target
+    raise ConfigError(
+        f"method {where} is a {type(target).__name__}, not an agent: give a class with a place() method "
+        "or a function f(problem, budget, seed)"
+    )
+
+
+# ---------------------------------------------------------------------- the arguments
+def parameters(target: Any) -> tuple[dict[str, Any], bool]:
+    """The keyword parameters a target accepts, as ``{name: type hint}`` in signature order, and whether it
+    accepts any other keyword too (a ``**kwargs`` that goes nowhere known)."""
+    hints: dict[str, Any] = {}
+    if not inspect.isclass(target):
+        params = list(inspect.signature(target).parameters.values())[_FUNCTION_POSITIONAL:]
+        open_kwargs = _collect(target, params, hints)
+        return hints, open_kwargs
+    open_kwargs = False
+    for klass in target.__mro__:
+        init = klass.__dict__.get("__init__")
+        if klass is object:
+            break
+        if init is None:
+            continue
+        open_kwargs = _collect(init, list(inspect.signature(init).parameters.values())[1:], hints)
+        if not open_kwargs:
+            break
+    forwarded = getattr(target, "forwarded_parameters", None)
+    if open_kwargs and callable(forwarded):  # where the **kwargs go (an SB3 learner: its algorithm)
+        for name, hint in forwarded().items():
+            hints.setdefault(name, hint)
+        open_kwargs = False
+    return hints, open_kwargs
+
+
+def _collect(fn: Any, params: list[inspect.Parameter], hints: dict[str, Any]) -> bool:
+    try:
+        resolved = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # annotations that do not resolve here (imported for type checking only)
+        resolved = {}
+    open_kwargs = False
+    for p in params:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            open_kwargs = True
+        elif p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            hints.setdefault(p.name, resolved.get(p.name, _default_type(p.default)))
+    return open_kwargs
+
+
+def _default_type(default: Any) -> Any:
+    """The hint of a parameter whose annotation does not resolve: the type of a plain default value."""
+    return type(default) if type(default) in (bool, int, float, str) else Any
+
+
+def argument_ranges(target: Any) -> dict[str, Range]:
+    """The ranges a class declares in ``argument_ranges`` (empty for a function)."""
+    ranges = getattr(target, "argument_ranges", None) if inspect.isclass(target) else None
+    return dict(ranges) if isinstance(ranges, dict) else {}
+
+
+def check_arguments(name: str, target: Any, values: dict[str, Any], from_text: bool) -> dict[str, Any]:
+    """Check ``values`` against the target's parameters; returns them converted, in signature order."""
+    hints, open_kwargs = parameters(target)
+    ranges = argument_ranges(target)
+    for key in values:
+        if key not in hints and not open_kwargs:
+            if not hints:
+                raise ConfigError(f"method {name} takes no arguments, got {key}={values[key]!r}")
+            raise UnknownNameError(f"{name} argument", key, hints)
+    out: dict[str, Any] = {}
+    order = [k for k in hints if k in values] + sorted(k for k in values if k not in hints)
+    for key in order:
+        what = f"{name} argument {key}"
+        value = _convert(values[key], hints.get(key, Any), what, from_text)
+        bound = ranges.get(key) or _annotated_range(hints.get(key, Any))
+        _check_numbers(value, bound, what)
+        out[key] = value
+    return out
+
+
+def _annotated_range(hint: Any) -> Range | None:
+    if typing.get_origin(hint) is typing.Annotated:
+        return next((m for m in hint.__metadata__ if isinstance(m, Range)), None)
+    return None
+
+
+def _check_numbers(value: Any, bound: Range | None, what: str) -> None:
+    """Every number in ``value`` is finite and, with a declared range, inside it."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{what} must be a finite number, got {value!r}")
+        if bound is not None:
+            bound.check(value, what)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_numbers(item, bound, what)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_numbers(item, None, what)
+
+
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _convert(value: Any, hint: Any, what: str, from_text: bool) -> Any:
+    """``value`` (text from a spec, or a JSON value) as the type ``hint`` says, or a ConfigError."""
+    if from_text and value == "":
+        raise ConfigError(f"{what} has an empty value")
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _convert(value, typing.get_args(hint)[0], what, from_text)
+    if hint is Any or hint is inspect.Parameter.empty or isinstance(hint, (str, typing.TypeVar)):
+        return _untyped(value) if from_text else value
+    if origin in (typing.Union, types.UnionType):
+        arms = typing.get_args(hint)
+        if type(None) in arms and (value is None or (from_text and value in _NONE)):
+            return None
+        # the most specific reading first: "1" is an int before a float before a string
+        for arm in sorted((a for a in arms if a is not type(None)), key=_specificity):
+            try:
+                return _convert(value, arm, what, from_text)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{what} must be {_type_name(hint)}, got {value!r}")
+    if origin is typing.Literal:
+        for choice in typing.get_args(hint):
+            if value == choice or (from_text and value == render_value(choice)):
+                return choice
+        raise UnknownNameError(what, str(value), [render_value(c) for c in typing.get_args(hint)])
+    if hint is type(None):
+        if value is None or (from_text and value in _NONE):
+            return None
+        raise ConfigError(f"{what} must be null, got {value!r}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if from_text and value in _TRUE | _FALSE:
+            return value in _TRUE
+        raise ConfigError(f"{what} must be true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if from_text and isinstance(value, str) and _INT.match(value):
+            return int(value)
+        raise ConfigError(f"{what} must be an integer, got {value!r}")
+    if hint is float:
+        number: Any = value
+        if from_text and isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                raise ConfigError(f"{what} must be a number, got {value!r}") from None
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ConfigError(f"{what} must be a number, got {value!r}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{what} must be a finite number, got {value!r}")
+        return float(number)
+    if hint is str or hint is Path:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{what} must be text, got {value!r}")
+    if origin in (tuple, list) or hint in (tuple, list):
+        items = _json(value, what) if from_text else value
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(f"{what} must be a list such as [64,64], got {value!r}")
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis or len(args) == 1:
+            item_hints = [args[0]] * len(items)
+        elif args:  # a fixed-length tuple
+            if len(args) != len(items):
+                raise ConfigError(f"{what} must have {len(args)} items, got {len(items)}")
+            item_hints = list(args)
+        else:
+            item_hints = [Any] * len(items)
+        converted = [_convert(item, h, what, False) for item, h in zip(items, item_hints)]
+        return tuple(converted) if (origin or hint) is tuple else converted
+    if origin is dict or hint is dict:
+        data = _json(value, what) if from_text else value
+        if not isinstance(data, dict):
+            raise ConfigError(f"{what} must be a JSON object, got {value!r}")
+        return data
+    # a type a spec cannot write (a callable, a class): only a value of it given from Python
+    if not from_text and inspect.isclass(hint) and isinstance(value, hint):
+        return value
+    raise ConfigError(f"{what} is of type {_type_name(hint)}, which a method spec cannot give")
+
+
+def _specificity(hint: Any) -> int:
+    order = {bool: 0, int: 1, float: 2, tuple: 3, list: 3, dict: 3, str: 5, Path: 5}
+    return order.get(typing.get_origin(hint) or hint, 4)
+
+
+def _json(value: Any, what: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"{what}: {value!r} is not valid JSON") from None
+
+
+def _untyped(text: str) -> Any:
+    """A value without a type hint: JSON when it parses (numbers, booleans, lists), else the text."""
+    if text in _NONE:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value
+

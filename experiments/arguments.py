@@ -1,0 +1,179 @@
+"""The CLI's argument checks and its error contract, shared by every subcommand.
+
+* Argument types (:func:`positive_int`, :func:`seed`, :func:`budget`, :func:`finite_float`,
+  :func:`method`, ...) refuse a bad value while the command line is parsed, naming it.
+* :class:`UniqueList` refuses a repeated item of a list argument (``--seeds 0 0 1``; ``--methods heft
+  heft``, compared as normalised specs), since each item would run and count twice.
+* :class:`OneLineParser` turns argparse's usage-plus-error into one line; :func:`run_command` runs a
+  command and turns every user error (a :class:`~placement_gym.errors.PlacementGymError`, a Gymnasium
+  error, a refused allocation) into one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+#: Exit status for errors in what the user asked for (argparse uses the same).
+USER_ERROR = 2
+#: Seeds go to NumPy, Python's random and torch: NumPy's legacy seeding takes 0 <= seed < 2**32.
+MAX_SEED = 2**32 - 1
+_PREFIX = "placement-gym: error: "
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A seed: an integer in ``[0, 2**32 - 1]``."""
+    value = non_negative_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most 2**32 - 1 = {MAX_SEED}, got {value}")
+    return value
+
+
+def budget(text: str) -> int:
+    """An evaluation budget: >= 1, and small enough that its per-evaluation history fits in memory."""
+    from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
+
+    value = positive_int(text)
+    checked(require_memory)(value * BYTES_PER_EVALUATION, f"a budget of {value} evaluations (its history)")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite number (no NaN or infinity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A JSON object (``'{"k": 64}'``); NaN and infinities are refused."""
+
+    def refuse(constant: str) -> NoReturn:
+        raise argparse.ArgumentTypeError(f"must be finite JSON numbers, got {constant}")
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError) as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def method(text: str) -> str:
+    """A method spec (``milp:time_limit=30``, ``pkg.module:Agent``), checked; returns its normalised text."""
+    from agents.specs import parse_spec
+
+    return checked(parse_spec)(text).text
+
+
+def checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with a :class:`PlacementGymError` turned into argparse's type error (its message kept:
+    argparse would otherwise print only "invalid value", or a traceback for a KeyError)."""
+    from placement_gym.errors import PlacementGymError
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PlacementGymError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return wrapper
+
+
+class UniqueList(argparse.Action):
+    """Store a list argument (``nargs="+"``), refusing an item given twice (after its type normalised it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        seen: set[Any] = set()
+        for value in values:
+            key = str(value)
+            if key in seen:
+                parser.error(f"argument {option_string or self.dest}: {value} is given twice; give each once")
+            seen.add(key)
+        setattr(namespace, self.dest, list(values))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        one_line(f"{self.prog.split()[-1]}: {message}" if " " in self.prog else message)
+        sys.exit(USER_ERROR)
+
+
+def one_line(message: str) -> None:
+    """Print ``placement-gym: error: <message>`` as one line (at most 2,000 characters) on stderr."""
+    text = " ".join(str(message).split())
+    text = text if len(text) <= 2000 else text[:1997] + "..."
+    print(_PREFIX + text, file=sys.stderr)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a problem with what the user asked for rather than a bug (which keeps its traceback):
+    a placement-gym error, a Gymnasium error (an unknown env ID), or an allocation the machine refused."""
+    import gymnasium
+
+    from placement_gym.errors import PlacementGymError
+
+    if isinstance(exc, (PlacementGymError, gymnasium.error.Error, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)  # torch's CPU allocator
+
+
+def run_command(fn: Callable[[Sequence[str] | None], None], argv: Sequence[str] | None = None,
+                debug: bool = False) -> int:  # fmt: skip
+    """Run ``fn(argv)`` (parse the arguments and do the work); returns the exit status.
+
+    0 on success; 2 with one line on stderr for a user error (argparse's included); 130 when interrupted.
+    With ``debug`` (or ``--debug`` in ``argv``) a user error raises instead, with its traceback.
+    """
+    debug = debug or "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        fn(argv)
+    except KeyboardInterrupt:
+        print("placement-gym: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # argparse: --help (0) or an error already printed (2)
+        return exc.code if isinstance(exc.code, int) else USER_ERROR
+    except Exception as exc:
+        if debug or not is_user_error(exc):
+            raise
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, (MemoryError, RuntimeError)):
+            message = f"out of memory ({message}); use smaller sizes"
+        one_line(f"{message} (--debug shows the traceback)")
+        return USER_ERROR
+    return 0
