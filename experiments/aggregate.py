@@ -3,8 +3,8 @@ Edge of the Statistical Precipice", NeurIPS 2021): per tier and method, the inte
 optimality gap of the normalised scores with 95% stratified-bootstrap intervals, the probability of
 improvement between methods, performance profiles and score-vs-evaluations curves.
 
-The scores of a method form a ``(runs, tasks)`` matrix (a seedless method's one run per task counts for
-each protocol seed, as the protocol says). The statistics are rliable's:
+The scores of a method form a ``(runs, tasks)`` matrix (a seedless method's one run per task counts once
+for each seed the seeded methods ran). The statistics are rliable's:
 
 * IQM: the mean of the middle 50% of all runs x tasks scores (``scipy.stats.trim_mean(..., 0.25)``);
 * optimality gap: ``1 - mean(min(score, 1))``;
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -139,12 +139,13 @@ def performance_profile(matrix: np.ndarray, taus: np.ndarray = TAUS) -> np.ndarr
 
 # ---------------------------------------------------------------------- rows -> score matrices
 def score_matrices(
-    rows: list[ResultRow], seeds: Sequence[int] = protocol.SEEDS
+    rows: list[ResultRow],
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], dict[str, str]]:
     """Per method the ``(runs, tasks)`` score matrix over the tasks every complete method covers.
 
-    A method with one row per task (seedless) counts it for every seed. Methods missing a task, or with
-    unequal runs per task, are left out (with the reason).
+    A method with one row per task (seedless) counts it once for each seed the seeded methods ran
+    (the protocol's seeds if no method is seeded). Methods missing a task, or with unequal runs per task,
+    are left out (with the reason).
 
     Returns:
         ``(matrices, tasks, left_out)``: ``left_out`` maps a method to why it has no matrix.
@@ -153,6 +154,8 @@ def score_matrices(
     for row in rows:
         by[row.method][(row.model, row.platform)].append(row.score)
     tasks = sorted({t for cells in by.values() for t in cells})
+    seeds = max((len(v) for cells in by.values() for v in cells.values() if len(v) > 1), default=0)
+    seeds = seeds or len(protocol.SEEDS)
     matrices, left_out = {}, {}
     for method, cells in by.items():
         missing = [t for t in tasks if t not in cells]
@@ -163,7 +166,7 @@ def score_matrices(
             continue
         runs = {len(cells[t]) for t in tasks}
         if runs == {1}:
-            cols = [np.repeat(cells[t], len(seeds)) for t in tasks]
+            cols = [np.repeat(cells[t], seeds) for t in tasks]
         elif len(runs) == 1:
             cols = [np.asarray(cells[t]) for t in tasks]
         else:

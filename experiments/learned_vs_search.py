@@ -63,16 +63,24 @@ def run(model: str, platform: str, spec: str, seed: int, budget: int) -> ResultR
         problem.close()
 
 
-def _optimum_ms(row: ResultRow) -> float | None:
+def _view(row: ResultRow | dict) -> tuple[str, str, str, float, float | None, float]:
+    """``(model, platform, method, latency ms, optimum ms, best single device ms)`` of a row (a
+    :class:`ResultRow`, or a dict of the older rows format)."""
+    if isinstance(row, dict):
+        return (row["model"], row["platform"], row["method"], row["latency_ms"], row["optimum_ms"],
+                row["best_single_ms"])  # fmt: skip
     ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
-    return ref.latency * 1e3 if ref is not None and len(ref.placement) == row.groups else None
+    optimum = ref.latency * 1e3 if ref is not None and len(ref.placement) == row.groups else None
+    return row.model, row.platform, row.method, row.latency * 1e3, optimum, row.extra["best_single_ms"]
 
 
-def table(rows: list[ResultRow], heldout: set[str], ours: str = "guided_improvement") -> str:
-    """Markdown: median ratio per method, and the targets of method ``ours``, per task."""
-    tasks = sorted({(r.model, r.platform) for r in rows}, key=lambda t: (t[1], t[0]))
-    methods = [m for m in METHODS if any(r.method == m for r in rows)]
-    methods += sorted({r.method for r in rows} - set(methods))
+def table(rows: list[ResultRow] | list[dict], heldout: set[str], ours: str = "guided_improvement") -> str:
+    """Markdown: median ratio per method, and the targets of method ``ours``, per task (rows of either
+    format)."""
+    views = [_view(r) for r in rows]
+    tasks = sorted({(v[0], v[1]) for v in views}, key=lambda t: (t[1], t[0]))
+    methods = [m for m in METHODS if any(v[2] == m for v in views)]
+    methods += sorted({v[2] for v in views} - set(methods))
     lines = [
         "| task | "
         + " | ".join(methods)
@@ -82,10 +90,10 @@ def table(rows: list[ResultRow], heldout: set[str], ours: str = "guided_improvem
     for model, platform in tasks:
         med = {}
         for m in methods:
-            lat = [r.latency * 1e3 for r in rows if (r.model, r.platform, r.method) == (model, platform, m)]
+            lat = [v[3] for v in views if v[:3] == (model, platform, m)]
             med[m] = float(np.median(lat)) if lat else None
-        first = next(r for r in rows if (r.model, r.platform) == (model, platform))
-        opt, single = _optimum_ms(first), first.extra["best_single_ms"]
+        first = next(v for v in views if v[:2] == (model, platform))
+        opt, single = first[4], first[5]
         cells = [(f"{med[m] / opt:.4f}" if opt else f"{med[m]:.3f} ms") if med[m] else "-" for m in methods]
         mine = med.get(ours)
         searches = [med[m] for m in SEARCHES if med.get(m)]
