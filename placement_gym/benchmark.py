@@ -3,8 +3,9 @@
 An agent is either
 
 * an object with ``place(target, budget=..., seed=...)`` (a ``agents.base.PlacementMethod`` instance, or
-  anything shaped like one) returning a placement or a result with a ``placement`` attribute; or
-* a plain callable ``place(problem, budget, seed) -> placement``.
+  anything shaped like one) returning a placement or a result with a ``placement`` attribute;
+* such a class (a ``PlacementMethod`` subclass): a fresh instance, built without arguments, for each run;
+* or a plain callable ``place(problem, budget, seed) -> placement``.
 
 Each (task, seed) is one run on a fresh :class:`~placement_gym.problem.PlacementProblem` inside a
 :class:`~placement_gym.budget.Run` of ``budget`` distinct placements: a repeat is free, a new placement
@@ -70,10 +71,12 @@ def check_agent(agent: Any) -> None:
         ConfigError: Naming what was given and what is expected.
     """
     if inspect.isclass(agent):
-        raise ConfigError(
-            f"agent {agent.__name__} is a class: pass an instance (e.g. {agent.__name__}()), or a function "
-            "place(problem, budget, seed) -> placement"
-        )
+        if not callable(getattr(agent, "place", None)):
+            raise ConfigError(
+                f"agent {agent.__name__} is a class without a place() method: give a class or instance with "
+                "place(target, budget=, seed=), or a function place(problem, budget, seed) -> placement"
+            )
+        return
     if hasattr(agent, "place") and callable(agent.place):
         return
     if not callable(agent):
@@ -97,6 +100,8 @@ def run_agent(
         PlacementError: If the agent returns a malformed placement.
     """
     check_agent(agent)
+    if inspect.isclass(agent):
+        agent = agent()  # a fresh instance per run
     problem = problem_of(target)
     run = Run(problem, budget)
     run.listeners.extend(listeners)
@@ -209,10 +214,10 @@ def make_row(
 
 
 def agent_name(agent: Any) -> str:
-    """A default method label: the agent's ``name`` attribute, else ``module:qualname`` of its class or
-    function."""
+    """A default method label: the agent's ``name`` attribute (unless ``PlacementMethod``'s default
+    ``"method"``), else ``module:qualname`` of its class or function."""
     name = getattr(agent, "name", None)
-    if isinstance(name, str) and name and not inspect.isfunction(agent):
+    if isinstance(name, str) and name and name != "method" and not inspect.isfunction(agent):
         return name
     target = agent if inspect.isfunction(agent) or inspect.isclass(agent) else type(agent)
     return f"{target.__module__}:{target.__qualname__}"
@@ -231,8 +236,8 @@ def evaluate(
     """Benchmark ``agent`` on protocol tasks: one row per (task, seed).
 
     Args:
-        agent: A ``PlacementMethod`` instance (or any object with ``place(target, budget=, seed=)``), or a
-            callable ``place(problem, budget, seed) -> placement``.
+        agent: A ``PlacementMethod`` instance (or any object with ``place(target, budget=, seed=)``), such
+            a class (a fresh instance per run), or a callable ``place(problem, budget, seed) -> placement``.
         tasks: Split names (``train``, ``held-out``) and ``model/platform`` task names (default: train);
             without a ``tier`` any zoo model on any platform (``tiny_cnn/cpu-dgpu``).
         budget: Distinct placements per run; give this or ``tier``.

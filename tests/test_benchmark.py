@@ -40,6 +40,8 @@ def test_function_class_and_registered_method_give_rows():
     assert all(r.evaluations <= 8 and r.protocol is None and len(r.placement) == r.groups for r in rows)
     (mine,) = evaluate(GreedyAgent(passes=1), tasks=TINY, budget=8, seeds=[0], name="mine")
     assert mine.method == "mine" and mine.extra == {"passes": 1}
+    (cls,) = evaluate(GreedyAgent, tasks=TINY, budget=8, seeds=[0])  # a class: an instance per run
+    assert cls.method == "greedy_agent" and cls.extra == {"passes": 100}
     (heft,) = evaluate(make_method("heft"), tasks=TINY, budget=8, seeds=[0])
     assert heft.method == "heft" and heft.evaluations >= 1
 
@@ -63,7 +65,7 @@ def test_a_tier_sets_the_budget_and_the_protocol_and_a_store_resumes(tmp_path, m
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        (dict(agent=GreedyAgent, budget=5), ConfigError, "is a class"),
+        (dict(agent=ConfigError, budget=5), ConfigError, "class without a place"),
         (dict(agent=42, budget=5), ConfigError, "neither"),
         (dict(agent=greedy), ConfigError, "exactly one of budget"),
         (dict(agent=greedy, budget=5, tier="tiny"), ConfigError, "exactly one of budget"),

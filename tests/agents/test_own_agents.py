@@ -52,3 +52,20 @@ def test_bench_runs_an_outside_agent_through_the_cli_at_a_tier(tmp_path, monkeyp
     ]
     assert all(r["protocol"] == "v1" and r["tier"] == "tiny" and r["evaluations"] <= 100 for r in rows)
     assert (out / "performance_profile.png").is_file() and (out / "score_vs_evaluations.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--budget", "50"], "drop --budget"),
+        (["--preset", "small"], "drop --preset"),
+        (["--coarsening", "ops"], "drop --coarsening"),
+        (["--tasks", "tiny_cnn/cpu-dgpu"], "unknown protocol task or split 'tiny_cnn/cpu-dgpu'"),
+    ],
+)
+def test_a_tier_refuses_what_the_protocol_fixes(tmp_path, capsys, extra, message):
+    argv = ["bench", "--tier", "tiny", "--methods", "heft", "--out", str(tmp_path), *extra]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "results.jsonl").exists()
