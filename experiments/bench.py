@@ -2,8 +2,10 @@
 
 Every cell runs one method with one seed and an evaluation budget on a fresh env, and appends one
 replayable row to ``<out>/results.jsonl``; a rerun with the same ``--out`` skips finished cells, so an
-interrupted grid resumes where it stopped. At the end the report (markdown table, CSV, plots) is
-written from all rows in the store.
+interrupted grid resumes where it stopped; two ``bench`` runs on one ``--out`` share the cells (each is
+claimed before it runs, see :class:`~placement_gym.results.ResultStore`). At the end the report (markdown
+table, CSV, plots) is written from all rows in the store. ``--tier`` runs protocol v1 instead
+(:mod:`placement_gym.protocol`) and ends with the aggregates (:mod:`experiments.aggregate`).
 
 Usage:
     python -m experiments.bench --models bert --methods heft milp random_search ppo_gnn --seeds 0 1 2
