@@ -7,6 +7,9 @@ A spec names a method and its arguments as text, as ``bench --methods`` and resu
   :class:`~agents.base.PlacementMethod` subclass, say), built with the keyword arguments;
 * ``my_pkg.my_module:my_place``: an outside agent as a function ``my_place(problem, budget, seed, **kw)``.
 
+A module that is not importable is also looked for in the current folder (appended to ``sys.path``, so it
+never shadows an installed module): ``cd examples && placement-gym bench --methods my_agent:greedy``.
+
 Every argument is checked against the constructor's (or function's) signature and type hints before
 anything runs: an unknown keyword is refused with the nearest known one, a value must convert to the
 hinted type (``int``, ``float``, ``bool``, ``str``, ``None``, ``Literal``, tuples and lists as
@@ -23,7 +26,9 @@ import importlib
 import inspect
 import json
 import math
+import os
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -199,6 +204,17 @@ def _outside_agent(module_name: str, attr: str) -> Any:
     """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
+            raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+        sys.path.append(os.getcwd())  # a module of the current folder (after everything installed: no shadowing)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as again:
+            raise ConfigError(
+                f"method {module_name}:{attr}: cannot import {module_name!r} ({again}); run from its folder "
+                "or install it"
+            ) from again
     except ImportError as exc:
         raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
     if not hasattr(module, attr):

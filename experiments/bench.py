@@ -2,13 +2,16 @@
 
 Every cell runs one method with one seed and an evaluation budget on a fresh env, and appends one
 replayable row to ``<out>/results.jsonl``; a rerun with the same ``--out`` skips finished cells, so an
-interrupted grid resumes where it stopped. At the end the report (markdown table, CSV, plots) is
-written from all rows in the store.
+interrupted grid resumes where it stopped; two ``bench`` runs on one ``--out`` share the cells (each is
+claimed before it runs, see :class:`~placement_gym.results.ResultStore`). At the end the report (markdown
+table, CSV, plots) is written from all rows in the store. ``--tier`` runs protocol v1 instead
+(:mod:`placement_gym.protocol`) and ends with the aggregates (:mod:`experiments.aggregate`).
 
 Usage:
     python -m experiments.bench --models bert --methods heft milp random_search ppo_gnn --seeds 0 1 2
     placement-gym bench --preset small            # the README's main job
     placement-gym bench --preset paper-sim        # the full simulated table (see docs/RESULTS.md)
+    placement-gym bench --tier standard --methods heft my_pkg.my_module:MyAgent   # the protocol (docs/protocol.md)
 """
 
 from __future__ import annotations
@@ -18,17 +21,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from agents.specs import MethodSpec, parse_spec, spec_label
 from experiments import arguments
+from experiments.aggregate import write_aggregate
 from experiments.arguments import UniqueList
 from experiments.report import write_report
-from experiments.runs import ResultRow, ResultStore, library_versions
+from experiments.runs import ResultRow, ResultStore, speedup_text
+from placement_gym import protocol
+from placement_gym.benchmark import cpu_device, make_row, run_agent  # noqa: F401 (cpu_device: re-exported)
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import ConfigError
-from placement_gym.platforms import Platform, load_platform
+from placement_gym.platforms import load_platform
+from placement_gym.results import cell_key
+from placement_gym.zoo import MODELS
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -88,12 +94,9 @@ def coarse_label(coarsening: str, k: int | None) -> str:
     return f"{'ops' if coarsening == 'ops' else 'fused'}+k{k}"
 
 
-def cpu_device(platform: Platform) -> int:
-    """Index of the reference "CPU-only" device: the host if it is a CPU, else the first CPU."""
-    devices = platform.devices
-    if devices[platform.host].kind in ("cpu", "virtual"):
-        return platform.host
-    return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
+def graph_version(model: str) -> int:
+    """The graph version a row of ``model`` gets: the zoo recipe's, 0 for a model file."""
+    return MODELS[model].version if model in MODELS else 0
 
 
 def run_cell(
@@ -108,54 +111,38 @@ def run_cell(
     backend_kwargs: dict[str, Any] | None = None,
     listeners: tuple = (),
     input_shapes: dict[str, list[int]] | None = None,
+    protocol_version: str | None = None,
+    tier: str | None = None,
 ) -> ResultRow:
-    """Run one method on a fresh env and return its row (``input_shapes``: for a dynamic-shape model file)."""
+    """Run one agent (a registered method or your own, see :mod:`agents.specs`) on a fresh env and
+    return its row (``input_shapes``: for a dynamic-shape model file)."""
     spec = spec if isinstance(spec, MethodSpec) else parse_spec(spec)
+    agent = spec.build()
     source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
         source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
-    problem = env.problem
     try:
-        method = spec.build()
-        result = method.place(env, budget=budget, seed=seed, listeners=listeners)
-        cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
-        cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
-        extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
-        identity = problem.benchmark.identity()
-        return ResultRow(
-            model=model,
-            graph_version=problem.benchmark.version,
-            platform=problem.platform.name,
-            backend=backend,
-            coarsening=problem.coarse.level,
-            groups=problem.num_groups,
-            method=spec.text,
-            seed=seed,
-            budget=budget,
-            latency=result.latency,
-            cpu_only_latency=cpu,
-            speedup_vs_cpu=cpu / result.latency if np.isfinite(result.latency) else 0.0,
-            evaluations=result.evaluations,
-            wall_time=result.wall_time,
-            placement=result.placement.tolist(),
-            history=_thin(result.history),
-            extra=extra,
-            versions=library_versions(),
-            model_path=identity.get("model_path"),
-            model_sha256=identity.get("model_sha256"),
-            input_shapes=identity.get("input_shapes"),
-        )
+        outcome = run_agent(agent, env, budget, seed, listeners)
+        return make_row(env.problem, model, backend, spec.text, seed, budget, outcome, protocol_version, tier)
     finally:
         env.close()
 
 
-def _thin(history: list[tuple[int, float]], points: int = 200) -> list[tuple[int, float]]:
-    """At most ``points`` history entries (evenly spaced, last one kept) for compact rows."""
-    if len(history) <= points:
-        return list(history)
-    idx = np.unique(np.linspace(0, len(history) - 1, points).astype(int))
-    return [history[i] for i in idx]
+def grid_cells(
+    models: list[str], specs: list[MethodSpec], seeds: list[int], budget: int | None, platform_name: str,
+    backend: str, label: str, protocol_version: str | None = None,
+) -> list[tuple[tuple, str, MethodSpec, int]]:
+    """Every cell of the grid as ``(key, model, spec, seed)``, each once (repeated models or seeds are
+    dropped; a seedless method runs with the first seed only)."""
+    cells = {}
+    for model in dict.fromkeys(models):
+        for spec in specs:
+            for seed in list(dict.fromkeys(seeds))[: 1 if spec.name in _SEEDLESS else None]:
+                key = cell_key(model, graph_version(model), platform_name, backend, label, spec.text, seed,
+                               budget, protocol_version)  # fmt: skip
+                cells.setdefault(key, (key, model, spec, seed))
+    return list(cells.values())
 
 
 def run_grid(
@@ -171,58 +158,64 @@ def run_grid(
     backend_kwargs: dict | None = None,
     progress: bool = True,
     input_shapes: dict[str, list[int]] | None = None,
+    protocol_version: str | None = None,
+    tier: str | None = None,
 ) -> list[ResultRow]:
-    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
+    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows.
+
+    Repeated models, methods (after normalisation: ``milp:time_limit=30`` and ``milp:time_limit=30.0`` are
+    one) or seeds run once. Each cell is claimed in the store before it runs, so a second ``bench`` on the
+    same ``out`` runs the other cells (and takes over the cells of a writer that died); a cell is stored once.
+    """
     specs = unique_specs(methods)  # a bad method fails now, not after the cells before it have run
     for spec in specs:
         spec.build()  # the constructors' own checks (cheap: nothing is trained or allocated here)
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
-    done = store.keys()
     platform_name = load_platform(platform).name  # rows record the name, also for a platform file
     label = coarse_label(coarsening, k)
-    cells = [
-        (model, spec, seed)
-        for model in models
-        for spec in specs
-        for seed in (seeds if spec.name not in _SEEDLESS else seeds[:1])
-        if (model, platform_name, backend, label, spec.text, seed, budget) not in done
-    ]
-    bar = _progress(len(cells), progress)
+    cells = grid_cells(models, specs, seeds, budget, platform_name, backend, label, protocol_version)
+    done = store.keys()
+    todo = [cell for cell in cells if cell[0] not in done]
+    bar = _progress(len(todo), progress)
     try:
-        for model, spec, seed in cells:
+        for key, model, spec, seed in todo:
+            if not store.claim(key):  # stored or being run by another process meanwhile
+                bar.update(1)
+                continue
             bar.set_description(f"{model} {spec_label(spec.text)} seed {seed}")
             start = time.perf_counter()
-            row = run_cell(
-                model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
-                input_shapes=input_shapes,
-            )  # fmt: skip
+            try:
+                row = run_cell(
+                    model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
+                    input_shapes=input_shapes, protocol_version=protocol_version, tier=tier,
+                )  # fmt: skip
+            except BaseException:
+                store.release(key)
+                raise
             store.append(row)
             bar.update(1)
             bar.write(
                 f"{model:>12} {spec_label(spec.text):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
-                f"(x{row.speedup_vs_cpu:.2f} vs CPU, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
+                f"({speedup_text(row)}, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
             )
     finally:
         bar.close()
+    elsewhere = store.claimed_elsewhere([cell[0] for cell in cells])
+    if elsewhere:
+        print(f"note: {len(elsewhere)} cell(s) are being run by another process on {out}; rerun to include them")
     return store.rows()
 
 
-def unique_specs(methods: list[str]) -> list[MethodSpec]:
-    """The parsed specs; a method given twice (after normalisation: ``milp:time_limit=30`` and
-    ``milp:time_limit=30.0`` are one) is refused, since its cells would run and count twice.
+def unique_specs(methods: list[str | MethodSpec]) -> list[MethodSpec]:
+    """The parsed specs, each once (after normalisation: ``milp:time_limit=30`` and
+    ``milp:time_limit=30.0`` are one), so no cell runs or counts twice. (The CLI refuses a repeat.)
 
     Raises:
-        ConfigError: Naming the repeated spec.
+        UnknownNameError, ConfigError: For a bad spec (see :func:`agents.specs.parse_spec`).
     """
-    specs: dict[MethodSpec, str] = {}
-    for text in methods:
-        spec = parse_spec(text)
-        if spec in specs:
-            raise ConfigError(f"method {text!r} is given twice (as {specs[spec]!r}); give each method once")
-        specs[spec] = text
-    return list(specs)
+    return list(dict.fromkeys(m if isinstance(m, MethodSpec) else parse_spec(m) for m in methods))
 
 
 def _progress(total: int, enabled: bool):
@@ -245,19 +238,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=arguments.method,
         action=UniqueList,
-        help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu my_pkg.agents:MyAgent",
+        help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu, or your own agent as "
+        "my_pkg.my_module:MyAgent or my_module:my_function (with :key=value,... arguments)",
+    )
+    parser.add_argument(
+        "--tier",
+        choices=sorted(protocol.TIERS, key=protocol.TIERS.get),
+        help=f"run protocol {protocol.VERSION} at this tier ("
+        + ", ".join(f"{t}={b}" for t, b in protocol.TIERS.items())
+        + " distinct placements per run, seeds 0-4) on --tasks; ends with IQM and optimality gap",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        action=UniqueList,
+        help="with --tier: train (the 12-task suite, default), held-out, or model/platform names",
     )
     parser.add_argument(
         "--seeds",
         nargs="+",
         type=arguments.seed,
         action=UniqueList,
-        help="seeds of the seeded methods (default: the preset's)",
+        help="seeds of the seeded methods (default: the preset's; with --tier: 0-4)",
     )
     parser.add_argument(
         "--budget",
         type=arguments.budget,
-        help="evaluated placements per search method and seed (default: the preset's)",
+        help="distinct placements per search method and seed (default: the preset's)",
     )
     parser.add_argument(
         "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
@@ -286,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    if getattr(args, "tier", None):
+        run_tier(args)
+        return
     cfg = dict(PRESETS[args.preset]) if args.preset else dict(PRESETS["small"])
     for key in ("models", "methods", "seeds", "budget", "platform", "backend"):
         if getattr(args, key) is not None:
@@ -307,6 +317,42 @@ def run_from_args(args: argparse.Namespace) -> None:
     table = write_report(rows, out)
     print(table)
     print(f"\nresults: {out / 'results.jsonl'}; report: {out / 'report.md'}; plots: {out}/*.png")
+
+
+def run_tier(args: argparse.Namespace) -> list[ResultRow]:
+    """``bench --tier``: the protocol's cells of ``--methods`` on ``--tasks``, then the aggregates."""
+    clashes = [f"--{k}" for k in ("preset", "models", "budget", "platform", "backend") if getattr(args, k, None)]
+    if args.coarsening != protocol.COARSENING or args.k is not None:
+        clashes.append("--coarsening/--k")
+    if clashes:
+        raise ConfigError(
+            f"--tier fixes the tasks, budget, backend and coarsening of protocol {protocol.VERSION}; "
+            f"drop {', '.join(clashes)} (choose tasks with --tasks)"
+        )
+    if not args.methods:
+        raise ConfigError("--tier needs --methods (registered names or your own module:attribute)")
+    budget = protocol.tier_budget(args.tier)
+    tasks = protocol.resolve_tasks(args.tasks)
+    seeds = list(args.seeds) if args.seeds is not None else list(protocol.SEEDS)
+    out = args.out or Path("results") / f"protocol-{protocol.VERSION}-{args.tier}"
+    by_platform: dict[str, list[str]] = {}
+    for task in tasks:
+        by_platform.setdefault(task.platform, []).append(task.model)
+    for platform, models in by_platform.items():
+        run_grid(
+            out, models, args.methods, seeds, budget, platform, protocol.BACKEND, protocol.COARSENING,
+            progress=not args.no_progress, protocol_version=protocol.VERSION, tier=args.tier,
+        )  # fmt: skip
+    wanted = {(t.model, t.platform) for t in tasks}
+    specs = set(args.methods)
+    rows = [
+        r for r in ResultStore(out / "results.jsonl").rows()
+        if r.protocol == protocol.VERSION and r.tier == args.tier and (r.model, r.platform) in wanted
+        and r.method in specs
+    ]  # fmt: skip
+    print(write_aggregate(rows, out, args.tier))
+    print(f"\nresults: {out / 'results.jsonl'}; aggregates: {out / 'aggregate.md'}; plots: {out}/*.png")
+    return rows
 
 
 if __name__ == "__main__":

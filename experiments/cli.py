@@ -21,6 +21,7 @@ import sys
 
 from experiments.arguments import OneLineParser, UniqueList, positive_int, run_command
 
+
 def build_parser() -> argparse.ArgumentParser:
     from experiments import bench, calibrate, place, show, train
 

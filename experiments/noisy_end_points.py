@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.specs import parse_spec
 from agents.learned.guided import GuidedImprovement
+from agents.specs import parse_spec
 from experiments.landscape import perturbed_runs
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem

@@ -47,6 +47,7 @@ from experiments.filenames import file_stem
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
+from placement_gym.protocol import check_trainable
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -444,6 +445,13 @@ def train_tasks(
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    for env_id in args.env:  # the protocol's held-out families are never trained on
+        try:
+            model = {**gym.spec(env_id).kwargs, **(args.env_kwargs or {})}.get("model")
+        except gym.error.Error:
+            continue  # an unknown ID: make_env says so
+        if isinstance(model, str):
+            check_trainable(model)
     if len(args.env) > 1:
         out = args.out or Path("runs") / "multitask" / f"{args.agent}-s{args.seed}"
         results = train_tasks(

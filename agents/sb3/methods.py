@@ -40,8 +40,8 @@ from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
-from placement_gym.problem import problem_of
 from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
+from placement_gym.problem import problem_of
 from placement_gym.validation import Range
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None

@@ -38,7 +38,7 @@ def test_one_budget_across_tasks_then_zero_shot_and_fine_tuning(tmp_path):
     method = PPOGNN(observation="device", hidden=16, n_steps=8, batch_size=16)
     results = train_multitask(method, problems, budget=40, seed=0, max_nodes=48, max_edges=80)
     used = [r.evaluations for r in results]
-    assert sum(used) <= 40 and sum(used) >= 40 - 2 * len(problems) and min(used) >= 2
+    assert sum(used) <= 40 and min(used) >= 1  # a placement sampled again is free: may stay below 40
     assert [p.evaluations for p in problems] == used  # every evaluation counted on its own task
     assert all(np.isfinite(r.latency) for r in results)
     assert results[0].extra["model"] is results[1].extra["model"] is method.model
@@ -49,11 +49,12 @@ def test_one_budget_across_tasks_then_zero_shot_and_fine_tuning(tmp_path):
     loaded = PPOGNN(fine_tune=True)
     loaded.load(folder)
     zero_shot = loaded.predict_placement(env)
-    assert np.array_equal(zero_shot, method.predict_placement(env)) and unseen.evaluations == 2
+    assert np.array_equal(zero_shot, method.predict_placement(env))
+    assert unseen.evaluations == 1  # the same placement twice: the second answered from the memo
 
     before = {k: v.clone() for k, v in loaded.model.policy.state_dict().items()}
     tuned = loaded.place(env, budget=12, seed=0)
-    assert tuned.evaluations == 12
+    assert 1 <= tuned.evaluations <= 12
     after = loaded.model.policy.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the loaded policy kept training
     (wrong,) = common_envs([unseen], "device", max_nodes=50, max_edges=80)

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from agents.specs import parse_spec
 from experiments import cli
 from experiments.bench import run_grid
-from agents.specs import parse_spec
 from experiments.runs import ResultStore
 from placement_gym.errors import ConfigError
 
