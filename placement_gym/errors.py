@@ -84,6 +84,10 @@ class CacheError(PlacementGymError):
     """The on-disk cache cannot be used (a file where a directory belongs, a lock path that is a folder)."""
 
 
+class LockError(CacheError):
+    """A lock file or lock folder cannot be used safely (a link, not private, owned by another user)."""
+
+
 class RecordError(PlacementGymError, ValueError):
     """A results or placement file is damaged or does not have the expected fields."""
 
