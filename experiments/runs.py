@@ -101,6 +101,8 @@ class ResultRow:
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[int]] | None = None
+    #: The task's content hash (:func:`placement_gym.tasks.task_sha256`): what the row is scored against.
+    task_sha256: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -164,6 +166,7 @@ class RowSchema(BaseModel):
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[_Count]] | None = None
+    task_sha256: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
 
     def to_row(self) -> ResultRow:
         data = self.model_dump()
