@@ -52,6 +52,9 @@ MAX_EPOCHS = 1000
 #: Most floats one padded observation may have, and a rollout buffer (``n_steps`` observations).
 MAX_OBSERVATION_FLOATS = 2**24
 MAX_BUFFER_FLOATS = 2**28
+#: Most groups (entries of a ``MultiDiscrete`` action) and choices of a ``Discrete`` one.
+MAX_GROUPS = 2**16
+MAX_CHOICES = 2**24
 #: Any other number in ``kwargs`` (a learning rate, a coefficient, a clip range).
 MAX_MAGNITUDE = 1e6
 #: Algorithm and policy parameters a saved file may not set: they write files, pick a device, processes,
@@ -94,11 +97,15 @@ class SpaceSpec(BaseModel):
 
 
 class ActionSpec(BaseModel):
-    """The MultiDiscrete action space: devices per group."""
+    """The action space: a ``MultiDiscrete`` as its list (devices per group), or a ``Discrete(n)`` as the
+    number ``n`` (one choice among at most :data:`MAX_CHOICES`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nvec: list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]] = Field(min_length=1, max_length=2**16)
+    nvec: (
+        Annotated[int, Field(ge=1, le=MAX_CHOICES)]
+        | Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(min_length=1, max_length=MAX_GROUPS)]
+    )
 
 
 class PolicyMeta(BaseModel):

@@ -155,3 +155,19 @@ def test_every_registered_sb3_learner_round_trips_its_own_meta(name: str) -> Non
         "versions": {"torch": torch.__version__},
     }
     assert PolicyMeta.model_validate(meta).method == name
+
+
+def test_a_move_scorer_with_nan_weights_or_a_tampered_layer_count_is_refused(tmp_path: Path) -> None:
+    from agents.learned.scorer import PRETRAINED, MoveScorer
+
+    folder = Path(shutil.copytree(PRETRAINED, tmp_path / "scorer"))
+    MoveScorer.load(folder)  # intact
+    _edit_meta(folder, lambda m: m.update(layers=10**9))
+    with pytest.raises(PlacementGymError, match="damaged"):
+        MoveScorer.load(folder)
+    _edit_meta(folder, lambda m: m.update(layers=json.loads((Path(PRETRAINED) / "meta.json").read_text())["layers"]))
+    weights = torch.load(folder / "weights.pt", weights_only=True)
+    weights["w0"] = torch.full_like(weights["w0"], float("nan"))
+    torch.save(weights, folder / "weights.pt")
+    with pytest.raises(PlacementGymError, match="NaN or infinite"):
+        MoveScorer.load(folder)
