@@ -185,16 +185,20 @@ def _check_layout(root: Path, base: Path, final: Path, lock: Path) -> None:
         raise CacheError(f"cache lock {lock} is a folder or a link, not a lock file; remove it")
 
 
-def _raise_if_disk_full(base: Path, kind: str, key: str, exc: Exception) -> None:
-    """Turn a write that failed for want of space into a :class:`CacheError` naming the folder and the
-    free space (OpenVINO's serializer reports a full disk as ``basic_ios::clear``: the free space tells)."""
+def _free_bytes(path: Path) -> int | None:
     try:
-        free = shutil.disk_usage(base).free
+        return shutil.disk_usage(path).free
     except OSError:
-        free = None
+        return None
+
+
+def _raise_if_disk_full(base: Path, kind: str, key: str, exc: Exception, free: int | None) -> None:
+    """Turn a write that failed for want of space into a :class:`CacheError` naming the folder and the
+    free space when it failed (OpenVINO's serializer reports a full disk as ``basic_ios::clear``: the free
+    space tells)."""
     errno_full = isinstance(exc, OSError) and exc.errno in _DISK_FULL
     if errno_full or (free is not None and free < LOW_SPACE_BYTES and not isinstance(exc, CacheError)):
-        room = "unknown" if free is None else f"{free / 2**20:.1f} MiB"
+        room = "unknown" if free is None else f"{free / 2**20:.2f} MiB"
         raise CacheError(
             f"cannot write cache entry {kind}/{key}: the disk holding {base} is full ({room} free; "
             f"{' '.join(str(exc).split())[:200]}). Free space there or point ${CACHE_ENV_VAR} at another "
@@ -306,9 +310,10 @@ def _build(
         os.replace(tmp, final)
         _fsync(base)
     except BaseException as exc:
+        free = _free_bytes(base)  # at the failure, before the partial entry is removed
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, Exception):
-            _raise_if_disk_full(base, kind, key, exc)
+            _raise_if_disk_full(base, kind, key, exc, free)
         raise
     for name, info in meta["files"].items():  # hashed just now: this process need not hash them again
         _remember(final / name, info["sha256"])

@@ -180,3 +180,36 @@ def test_a_linked_cache_lock_is_refused_and_its_target_untouched(tmp_path: Path)
     with pytest.raises(CacheError, match="link"):
         cache.cached_entry("t", "k", _writer([], b"d"), root=tmp_path)
     assert target.read_text() == "keep me"
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A real 1 MiB tmpfs (needs mount rights: skipped without them)."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    if mount.returncode != 0:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_openvino_writing_ir_onto_a_really_full_disk_is_a_cache_error(tiny_disk: Path) -> None:
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    def write(directory: Path) -> dict:
+        x = ops.parameter([1, 1024], ov.Type.f32, name="x")
+        w = ops.constant(np.ones((1024, 1024), dtype=np.float32))  # 4 MiB of weights on a 1 MiB disk
+        ov.save_model(ov.Model([ops.matmul(x, w, False, False)], [x], "big"), directory / "model.xml")
+        return {}
+
+    with pytest.raises(CacheError, match=r"is full \(.* MiB free"):
+        cache.cached_entry("ir", "big", write, root=tiny_disk)
+    assert not (tiny_disk / "ir" / "big").exists() and _leftovers(tiny_disk / "ir") == []
+    assert shutil.disk_usage(tiny_disk).used < 64 * 2**10  # the partial files were removed
