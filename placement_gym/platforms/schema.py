@@ -10,15 +10,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from placement_gym.errors import ConfigError, quote
 from placement_gym.platforms.bounds import MAX_DEVICES
 
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: Most problems one error message lists.
+MAX_PROBLEMS = 10
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic would read true as 1.0
+        raise ValueError(f"a number is needed, got {value}")
+    return value
+
+
+Positive = Annotated[float, BeforeValidator(_not_bool), Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, BeforeValidator(_not_bool), Field(ge=0, allow_inf_nan=False)]
+#: Text without control characters (a name or description is printed on one line).
+_PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 #: Short names (devices, kinds, precisions, OpenVINO device strings, dictionary keys).
-Name = Annotated[str, Field(min_length=1, max_length=64)]
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=_PRINTABLE)]
 #: An OpenVINO compile property's value.
 Property = Annotated[str, Field(max_length=256)] | bool | int | float
 
@@ -80,7 +92,7 @@ class EndpointLinkSpec(LinkSpec):
 class PlatformSpec(_Strict):
     """A whole platform file."""
 
-    name: Annotated[str, Field(min_length=1, max_length=128)]
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=_PRINTABLE)]
     description: Annotated[str, Field(max_length=4096)] = ""
     host: Name | None = None
     sources: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=64)
@@ -133,11 +145,17 @@ def validate_platform(data: Any, source: str = "platform") -> PlatformSpec:
         return PlatformSpec.model_validate(data)
     except ValidationError as exc:
         problems = []
-        for err in exc.errors():
+        errors = exc.errors()
+        for err in errors[:MAX_PROBLEMS]:
             where = _place(err["loc"], data)
-            given = f" (got {quote(err['input'])})" if err["type"] not in ("missing", "extra_forbidden") else ""
+            quoted = err["loc"] and err["type"] not in ("missing", "extra_forbidden", "value_error")
+            given = f" (got {quote(err['input'])})" if quoted else ""
             if err["type"] == "extra_forbidden":
                 problems.append(f"{where}: unknown field")
+            elif err["type"] == "string_pattern_mismatch":
+                problems.append(f"{where}: must be one line of printable text{given}")
             else:
-                problems.append(f"{where}: {err['msg']}{given}")
+                problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}{given}")
+        if len(errors) > MAX_PROBLEMS:
+            problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
         raise ConfigError(f"{source} {quote(data.get('name', ''))} is invalid: " + "; ".join(problems)) from None

@@ -188,3 +188,20 @@ def test_every_shipped_platform_is_within_bounds() -> None:
     for name in platform_names():
         if name != "local":
             assert load_platform(name).num_devices >= 1
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s["devices"][0].update(memory_bytes=True), "a number is needed"),
+        (lambda s: s.update(name="cpu-igpu\nforged line"), "one line of printable text"),
+        (lambda s: s["devices"][0].update(name="c\rpu"), "one line of printable text"),
+        (lambda s: s.update(devices=[{"x": 1}] * 50), "and .* more"),
+    ],
+)
+def test_booleans_control_characters_and_many_problems_are_bounded_errors(change, message) -> None:
+    spec = _spec()
+    change(spec)
+    with pytest.raises(ConfigError, match=message) as err:
+        platform_from_dict(spec)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 2000
