@@ -30,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from placement_gym.errors import CacheError, CorruptModelError, LockError
+from placement_gym.errors import CacheError, ConfigError, CorruptModelError, LockError
+from placement_gym.files import read_text
 from placement_gym.locks import FileLock
 
 CACHE_ENV_VAR = "PLACEMENT_GYM_CACHE"
@@ -126,11 +127,13 @@ def verify_entry(
     if directory.is_symlink() or meta_path.is_symlink():
         raise CorruptModelError(f"cache entry {directory} is a link; an entry must hold its own files")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(read_text(meta_path, "cache metadata"))  # bounded: a damaged meta.json may be huge
         recorded = meta["files"]
-        if not isinstance(recorded, dict):
-            raise ValueError("'files' is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if not isinstance(recorded, dict) or not all(
+            isinstance(info, dict) and type(info.get("bytes")) is int for info in recorded.values()
+        ):
+            raise ValueError("'files' is not a mapping of file records with sizes")
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
         raise CorruptModelError(f"cache entry {directory} has no valid meta.json ({exc})") from exc
     _check_identity(directory, meta, kind, key)
     for name, info in recorded.items():
@@ -301,7 +304,11 @@ def _build(
             trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))
             os.replace(final, trash / "entry")
             shutil.rmtree(trash, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    except OSError as exc:
+        _raise_if_disk_full(base, kind, key, exc, _free_bytes(base))
+        raise CacheError(f"cannot create a folder in the cache at {base}: {exc.strerror or exc}") from exc
     try:
         meta = dict(write(tmp))
         meta["files"] = _fingerprint(tmp)

@@ -213,3 +213,24 @@ def test_openvino_writing_ir_onto_a_really_full_disk_is_a_cache_error(tiny_disk:
         cache.cached_entry("ir", "big", write, root=tiny_disk)
     assert not (tiny_disk / "ir" / "big").exists() and _leftovers(tiny_disk / "ir") == []
     assert shutil.disk_usage(tiny_disk).used < 64 * 2**10  # the partial files were removed
+
+
+def test_a_huge_or_damaged_meta_json_is_a_corrupt_entry_and_rebuilt(tmp_path: Path) -> None:
+    calls: list = []
+    directory, _ = cache.cached_entry("t", "k", _writer(calls, b"data"), root=tmp_path)
+    texts = ("x" * (2 * 2**20), '{"files": [1, 2]}', '{"files": {"../../x": {"bytes": 1}}}', "[]", '{"files": {"a": 5}}')
+    for text in texts:
+        (directory / "meta.json").write_text(text)
+        with pytest.raises(CorruptModelError, match="meta.json|missing"):
+            cache.verify_entry(directory)
+        cache.cached_entry("t", "k", _writer(calls, b"data"), root=tmp_path)
+    assert len(calls) == 1 + len(texts)
+
+
+def test_no_room_for_the_temporary_folder_is_a_cache_error(tmp_path: Path, monkeypatch) -> None:
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.tempfile, "mkdtemp", full)
+    with pytest.raises(CacheError, match="is full"):
+        cache.cached_entry("t", "k", _writer([], b"d"), root=tmp_path)
