@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -74,10 +75,21 @@ SIZE_BOUNDS: dict[str, tuple[int, int]] = {
     "net_arch": (1, MAX_WIDTH),
     "pi": (1, MAX_WIDTH),
     "vf": (1, MAX_WIDTH),
-    "layers": (0, MAX_LAYERS),
+    "layers": (1, MAX_LAYERS),
     "n_steps": (1, MAX_STEPS),
     "batch_size": (1, MAX_STEPS),
     "n_epochs": (1, MAX_EPOCHS),
+}
+#: Ranges of the hyperparameters with a meaning outside which training is undefined (ends inclusive).
+FLOAT_BOUNDS: dict[str, tuple[float, float]] = {
+    "learning_rate": (1e-12, 10.0),
+    "gamma": (0.0, 1.0),
+    "gae_lambda": (0.0, 1.0),
+    "clip_range": (1e-6, 10.0),
+    "ent_coef": (0.0, 100.0),
+    "vf_coef": (0.0, 100.0),
+    "max_grad_norm": (1e-6, MAX_MAGNITUDE),
+    "target_kl": (1e-9, MAX_MAGNITUDE),
 }
 _DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
 _Name = Annotated[str, Field(min_length=1, max_length=64)]
@@ -221,7 +233,7 @@ def _check_value(value: Any, where: str, context: str, depth: int = 0) -> None:
             raise ValueError(f"{where} is a string of {len(value)} characters; at most 64")
         return
     if isinstance(value, (int, float)):
-        low, high = SIZE_BOUNDS.get(context, (-MAX_MAGNITUDE, MAX_MAGNITUDE))
+        low, high = SIZE_BOUNDS.get(context) or FLOAT_BOUNDS.get(context) or (-MAX_MAGNITUDE, MAX_MAGNITUDE)
         if context in SIZE_BOUNDS and not isinstance(value, int):
             raise ValueError(f"{where} = {quote(value)} must be a whole number in [{low}, {high}]")
         if not (math.isfinite(value) and low <= value <= high):
@@ -238,7 +250,7 @@ def _check_value(value: Any, where: str, context: str, depth: int = 0) -> None:
             raise ValueError(f"{where} has {len(value)} keys; at most 32")
         for key, item in value.items():
             key = str(key)[:64]
-            _check_value(item, f"{where}.{key}", key if key in SIZE_BOUNDS else context, depth + 1)
+            _check_value(item, f"{where}.{key}", key if key in SIZE_BOUNDS or key in FLOAT_BOUNDS else context, depth + 1)
         return
     raise ValueError(f"{where} has a value of type {type(value).__name__}")
 
@@ -295,9 +307,12 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
     meta = read_meta(folder)
     path = folder / "weights.pt"
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError as exc:
         raise PlacementGymError(f"cannot read {path}: {exc.strerror or exc}") from None
+    size = st.st_size
+    if not stat.S_ISREG(st.st_mode):
+        raise PlacementGymError(f"{path} is not a regular file")
     if size > MAX_WEIGHTS_BYTES:
         raise PlacementGymError(f"{path} has {size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}")
     try:

@@ -61,6 +61,9 @@ TAMPERED = [
     ("huge n_steps", lambda m: m["kwargs"].update(n_steps=10**9), "n_steps"),
     ("negative batch", lambda m: m["kwargs"].update(batch_size=-1), "batch_size"),
     ("absurd lr", lambda m: m["kwargs"].update(learning_rate=1e300), "learning_rate"),
+    ("negative lr", lambda m: m["kwargs"].update(learning_rate=-1e-3), "learning_rate"),
+    ("gamma above 1", lambda m: m["kwargs"].update(gamma=5), "gamma"),
+    ("no layers", lambda m: m["kwargs"].update(layers=0), "layers"),
     ("policy class arg", lambda m: m["kwargs"]["policy_kwargs"].update(optimizer_class="os.system"), "policy"),
     ("long string", lambda m: m["kwargs"].update(gnn="g" * 10**4), "at most 64"),
     ("unknown field", lambda m: m.update(script="rm -rf"), "not a field"),
@@ -116,6 +119,12 @@ def test_weights_of_other_content_or_size_are_refused(copy: Path, monkeypatch) -
         read_policy(copy)
     from agents.sb3 import policy_file
 
+    (copy / "weights.pt").unlink()
+    (copy / "weights.pt").symlink_to("/dev/zero")
+    with pytest.raises(PlacementGymError, match="not a regular file"):
+        read_policy(copy)
+    (copy / "weights.pt").unlink()
+    torch.save(weights, copy / "weights.pt")
     monkeypatch.setattr(policy_file, "MAX_WEIGHTS_BYTES", 100)
     with pytest.raises(PlacementGymError, match="bytes"):
         read_policy(copy)
