@@ -2,14 +2,16 @@
 
 OpenVINO's CPU plugin crashes on some models it has never seen (a deep MLP with residual adds segfaults
 its compile: an upstream bug), and a crash in-process kills the whole program with exit status 139 and
-no message. :func:`run_isolated` runs such a call in a fresh child process (``spawn``: nothing of the
-parent's threads or OpenVINO state is inherited) and turns its death into a
+no message. :func:`run_isolated` runs such a call in a child process forked from a fork server (a clean
+single-threaded process started once, which has imported the fusion reader: nothing of the parent's
+threads or OpenVINO state is inherited; ``spawn`` where there is no fork server) and turns its death into a
 :class:`~placement_gym.errors.BackendError` that says which call crashed and with which signal. An
 exception the call raises is re-raised in the parent as it was (or, if it cannot be sent back, as a
 ``BackendError`` with its text).
 
-Starting a child costs about a second (importing OpenVINO again), so only calls on models the project has
-not seen run isolated, once per model (callers memoise): the zoo's models are compiled in-process.
+The first child pays for starting the fork server (a new Python process importing placement-gym and
+OpenVINO); later ones are forks of it. Only calls on models the project has not seen run isolated, once
+per model (callers memoise): the zoo's models are compiled in-process.
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+def _context() -> Any:
+    """A fork server (Linux) that has imported the fusion reader once, so each child is a cheap fork of a
+    clean single-threaded process; ``spawn`` where there is none."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["placement_gym.fusion"])
+    return context
+
+
 def run_isolated(fn: Callable[..., T], *args: Any, what: str, timeout: float | None = None) -> T:
     """``fn(*args)`` computed in a child process.
 
@@ -59,7 +71,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, what: str, timeout: float | N
             sends back an exception that cannot be re-created here.
         Exception: Whatever ``fn`` raised, re-raised as it was.
     """
-    context = mp.get_context("spawn")
+    context = _context()
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(send, fn, args), daemon=True)
     process.start()
