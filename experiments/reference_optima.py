@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
             except RuntimeError as exc:
                 stored[key] = dataclasses.replace(ref, task_sha256=None)
                 print(f"{key}: NOT the stored task ({exc}); no hash recorded", flush=True)
-        OPTIMA_PATH.write_text(json.dumps({"tasks": [_row(r) for _, r in sorted(stored.items())]}, indent=1) + "\n")
+        OPTIMA_PATH.write_text(
+            json.dumps({"tasks": [_row(r) for _, r in sorted(stored.items())]}, indent=1) + "\n"
+        )
         reference_optima.cache_clear()
         return
     for model, platform in tasks(args.models, args.platforms):

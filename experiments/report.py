@@ -81,7 +81,9 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
     for row in rows:
         ref = reference_of(row)  # rows of a custom platform named like a stored one are summarised apart
         task = (ref.task_sha256 or id(ref)) if ref is not None else row.task_sha256
-        groups[(row.platform, row.backend, row.model, row.method, row.graph_version, row.groups, task)].append(row)
+        groups[
+            (row.platform, row.backend, row.model, row.method, row.graph_version, row.groups, task)
+        ].append(row)
     milp = {
         (p, b, m, v, g): float(np.mean([r.latency for r in rs]))
         for (p, b, m, meth, v, g, _), rs in groups.items()

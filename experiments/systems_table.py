@@ -60,7 +60,9 @@ def stored_reference(row: ResultRow) -> ReferenceOptimum:
     """
     if row.task_sha256 is None:
         return reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
-    ref = reference_for(row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256)
+    ref = reference_for(
+        row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256
+    )
     if ref is None:
         raise UnknownNameError("task with a reference optimum (by content)", row.task_sha256[:16], [])
     return ref

@@ -108,7 +108,9 @@ class Benchmark:
         return state
 
 
-def _from_loaded(loaded: LoadedModel, source: Path | ov.Model, known: bool = False, **identity: Any) -> Benchmark:
+def _from_loaded(
+    loaded: LoadedModel, source: Path | ov.Model, known: bool = False, **identity: Any
+) -> Benchmark:
     """The benchmark of a loaded model; its fusions are read in a child process unless it is ``known`` (a
     zoo model), since compiling a model never seen may crash OpenVINO (:mod:`placement_gym.isolation`)."""
     meta = {"name": loaded.name, "version": loaded.version, "openvino": ov.get_version()}

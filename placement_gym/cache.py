@@ -61,7 +61,9 @@ def _fingerprint(directory: Path) -> dict[str, dict[str, Any]]:
     files = {}
     for path in sorted(directory.iterdir()):
         if path.is_symlink():
-            raise CacheError(f"the writer of {directory} made {path.name} a link; an entry holds its own files")
+            raise CacheError(
+                f"the writer of {directory} made {path.name} a link; an entry holds its own files"
+            )
         if path.name == "meta.json" or not path.is_file():
             continue
         files[path.name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}

@@ -112,7 +112,9 @@ def parse_yaml(text: str, source: str = "YAML", max_nodes: int = MAX_YAML_NODES)
         _expanded_size(node, source, max_nodes)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot read {source}: not valid YAML: {' '.join(str(exc).split())[:300]}") from None
+        raise ConfigError(
+            f"cannot read {source}: not valid YAML: {' '.join(str(exc).split())[:300]}"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{source} nests deeper than the YAML reader allows") from None
     finally:
@@ -134,7 +136,9 @@ def parse_json(text: str, source: str = "JSON") -> Any:
     except RecursionError:
         raise ConfigError(f"{source} nests deeper than the JSON reader allows") from None
     except ValueError as exc:
-        raise ConfigError(f"cannot read {source}: not valid JSON: {' '.join(str(exc).split())[:300]}") from None
+        raise ConfigError(
+            f"cannot read {source}: not valid JSON: {' '.join(str(exc).split())[:300]}"
+        ) from None
 
 
 def load_yaml(path: str | os.PathLike, what: str = "YAML file", **kwargs: Any) -> Any:
@@ -147,4 +151,12 @@ def load_json(path: str | os.PathLike, what: str = "JSON file") -> Any:
     return parse_json(read_text(path, what), f"{what} {path}")
 
 
-__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "load_json", "load_yaml", "parse_json", "parse_yaml", "read_text"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_YAML_NODES",
+    "load_json",
+    "load_yaml",
+    "parse_json",
+    "parse_yaml",
+    "read_text",
+]

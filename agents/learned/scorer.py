@@ -104,7 +104,9 @@ class MoveScorer:
         n = meta.get("layers")
         names = [f"{p}{i}" for i in range(n) for p in "wb"] if isinstance(n, int) and 0 < n <= 64 else None
         if not isinstance(t, dict) or names is None or not set(names + ["mean", "std"]) <= set(t):
-            raise PlacementGymError(f"the scorer in {str(path)!r} is damaged: its layers and weights do not match")
+            raise PlacementGymError(
+                f"the scorer in {str(path)!r} is damaged: its layers and weights do not match"
+            )
         if not all(isinstance(v, torch.Tensor) and bool(torch.isfinite(v).all()) for v in t.values()):
             raise PlacementGymError(f"the scorer in {str(path)!r} has NaN or infinite weights: retrain it")
         layers = [(t[f"w{i}"].double().numpy(), t[f"b{i}"].double().numpy()) for i in range(n)]

@@ -37,9 +37,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
+from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from agents.sb3.policy_file import POLICY_FORMAT as _POLICY_FORMAT
 from agents.sb3.policy_file import read_policy
-from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of

@@ -116,7 +116,9 @@ class ActionSpec(BaseModel):
 
     nvec: (
         Annotated[int, Field(ge=1, le=MAX_CHOICES)]
-        | Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(min_length=1, max_length=MAX_GROUPS)]
+        | Annotated[
+            list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(min_length=1, max_length=MAX_GROUPS)
+        ]
     )
 
 
@@ -137,11 +139,17 @@ class PolicyMeta(BaseModel):
     def _check(self) -> PolicyMeta:
         cls = sb3_method_class(self.method)
         if self.algorithm != cls.algo_class.__name__:
-            raise ValueError(f"algorithm {self.algorithm!r} is not {self.method}'s ({cls.algo_class.__name__})")
+            raise ValueError(
+                f"algorithm {self.algorithm!r} is not {self.method}'s ({cls.algo_class.__name__})"
+            )
         allowed = allowed_kwargs(cls)
         for key, value in self.kwargs.items():
             if key in DENIED or key not in allowed:
-                why = "may not be set by a policy file" if key in DENIED else "is not an argument of " + self.method
+                why = (
+                    "may not be set by a policy file"
+                    if key in DENIED
+                    else "is not an argument of " + self.method
+                )
                 raise ValueError(f"kwargs.{key} {why}")
             if key == "policy_kwargs":
                 if not isinstance(value, dict):
@@ -149,7 +157,9 @@ class PolicyMeta(BaseModel):
                 policy_allowed = allowed_policy_kwargs(cls)
                 for name in value:
                     if name in DENIED or name not in policy_allowed:
-                        raise ValueError(f"kwargs.policy_kwargs.{str(name)[:64]} is not an argument of its policy")
+                        raise ValueError(
+                            f"kwargs.policy_kwargs.{str(name)[:64]} is not an argument of its policy"
+                        )
             _check_value(value, f"kwargs.{key}", key)
         obs = sum(spec.size for spec in self.observation_space.values())
         if obs > MAX_OBSERVATION_FLOATS:
@@ -250,7 +260,12 @@ def _check_value(value: Any, where: str, context: str, depth: int = 0) -> None:
             raise ValueError(f"{where} has {len(value)} keys; at most 32")
         for key, item in value.items():
             key = str(key)[:64]
-            _check_value(item, f"{where}.{key}", key if key in SIZE_BOUNDS or key in FLOAT_BOUNDS else context, depth + 1)
+            _check_value(
+                item,
+                f"{where}.{key}",
+                key if key in SIZE_BOUNDS or key in FLOAT_BOUNDS else context,
+                depth + 1,
+            )
         return
     raise ValueError(f"{where} has a value of type {type(value).__name__}")
 
@@ -314,7 +329,9 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
     if not stat.S_ISREG(st.st_mode):
         raise PlacementGymError(f"{path} is not a regular file")
     if size > MAX_WEIGHTS_BYTES:
-        raise PlacementGymError(f"{path} has {size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}")
+        raise PlacementGymError(
+            f"{path} has {size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
+        )
     try:
         weights = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # unpickling refused, a damaged archive: a bad folder either way
@@ -342,7 +359,9 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
                         f"{path}: {part} tensor {name[:64]!r} has {int(bad.sum())} {kind} values of "
                         f"{tensor.numel()}; the policy is damaged (retrain or restore it)"
                     )
-    expected = {f"{k}.{end}": tuple(s.shape) for k, s in meta.observation_space.items() for end in ("low", "high")}
+    expected = {
+        f"{k}.{end}": tuple(s.shape) for k, s in meta.observation_space.items() for end in ("low", "high")
+    }
     found = {k: tuple(t.shape) for k, t in bounds.items()}
     if found != expected:
         raise PlacementGymError(f"{path}: the observation bounds do not fit meta.json's observation_space")

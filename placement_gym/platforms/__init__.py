@@ -81,7 +81,9 @@ class Device:
                 f"device {quote(self.name)}: precision {quote(self.precision)} is not one of {PRECISIONS}"
             )
         if self.precision not in self.peak_flops:
-            raise ConfigError(f"device {quote(self.name)} has no peak_flops for its precision {self.precision!r}")
+            raise ConfigError(
+                f"device {quote(self.name)} has no peak_flops for its precision {self.precision!r}"
+            )
         if self.memory_bytes is None and self.memory_fraction is None:
             raise ConfigError(f"device {quote(self.name)} needs memory_bytes or memory_fraction")
         owner = f"device {quote(self.name)}"
@@ -154,7 +156,9 @@ class Platform:
         check_count(f"platform {quote(self.name)}", len(self.devices))
         names = [d.name for d in self.devices]
         if not names or len(set(names)) != len(names):
-            raise ConfigError(f"platform {quote(self.name)} needs at least one device and unique device names")
+            raise ConfigError(
+                f"platform {quote(self.name)} needs at least one device and unique device names"
+            )
         for i, j in self.links:
             if i == j or not (0 <= i < len(names) and 0 <= j < len(names)):
                 raise ConfigError(

@@ -158,4 +158,6 @@ def validate_platform(data: Any, source: str = "platform") -> PlatformSpec:
                 problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}{given}")
         if len(errors) > MAX_PROBLEMS:
             problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
-        raise ConfigError(f"{source} {quote(data.get('name', ''))} is invalid: " + "; ".join(problems)) from None
+        raise ConfigError(
+            f"{source} {quote(data.get('name', ''))} is invalid: " + "; ".join(problems)
+        ) from None

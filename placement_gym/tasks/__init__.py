@@ -126,7 +126,10 @@ def task_sha256(
         model_sha256: For a model file, its hash (``Benchmark.source_sha256``).
     """
     devices = [{k: v for k, v in dataclasses.asdict(d).items() if k != "name"} for d in platform.devices]
-    links = [[i, j, link.latency, link.bandwidth, link.blocked_bandwidth] for (i, j), link in sorted(platform.links.items())]
+    links = [
+        [i, j, link.latency, link.bandwidth, link.blocked_bandwidth]
+        for (i, j), link in sorted(platform.links.items())
+    ]
     content = {
         "model": model,
         "version": int(version),

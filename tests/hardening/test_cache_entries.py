@@ -135,7 +135,10 @@ def _full_disk_writer(error: Exception):
     "error, free",
     [
         (OSError(errno.ENOSPC, "No space left on device"), 10**9),
-        (RuntimeError("Exception from src/core/src/pass/serialize.cpp: basic_ios::clear: iostream error"), 4096),
+        (
+            RuntimeError("Exception from src/core/src/pass/serialize.cpp: basic_ios::clear: iostream error"),
+            4096,
+        ),
     ],
 )
 def test_a_full_disk_is_a_cache_error_with_the_free_space_and_leaves_nothing(
@@ -218,7 +221,13 @@ def test_openvino_writing_ir_onto_a_really_full_disk_is_a_cache_error(tiny_disk:
 def test_a_huge_or_damaged_meta_json_is_a_corrupt_entry_and_rebuilt(tmp_path: Path) -> None:
     calls: list = []
     directory, _ = cache.cached_entry("t", "k", _writer(calls, b"data"), root=tmp_path)
-    texts = ("x" * (2 * 2**20), '{"files": [1, 2]}', '{"files": {"../../x": {"bytes": 1}}}', "[]", '{"files": {"a": 5}}')
+    texts = (
+        "x" * (2 * 2**20),
+        '{"files": [1, 2]}',
+        '{"files": {"../../x": {"bytes": 1}}}',
+        "[]",
+        '{"files": {"a": 5}}',
+    )
     for text in texts:
         (directory / "meta.json").write_text(text)
         with pytest.raises(CorruptModelError, match="meta.json|missing"):

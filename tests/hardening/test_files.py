@@ -12,7 +12,7 @@ import yaml
 
 from placement_gym.errors import ConfigError, quote
 from placement_gym.files import MAX_FILE_BYTES, load_json, parse_yaml, read_text
-from placement_gym.platforms import Device, Link, Platform, load_platform, platform_from_dict
+from placement_gym.platforms import Link, Platform, load_platform, platform_from_dict
 from placement_gym.platforms.bounds import MAX_DEVICES
 
 BUILTIN = Path(__file__).parents[2] / "placement_gym" / "platforms" / "cpu-igpu.yaml"

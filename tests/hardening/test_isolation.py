@@ -79,11 +79,15 @@ def _user_model(tmp_path: Path) -> Path:
 def test_the_fusion_reader_of_an_unknown_model_survives_a_compiler_crash(tmp_path, crashing_compiler) -> None:
     from placement_gym.benchmarks import load_benchmark
 
-    with pytest.raises(BackendError, match=r"compiling model 'mlp' on CPU to read its fusions crashed.*SIGSEGV"):
+    with pytest.raises(
+        BackendError, match=r"compiling model 'mlp' on CPU to read its fusions crashed.*SIGSEGV"
+    ):
         load_benchmark(str(_user_model(tmp_path)))
 
 
-def test_the_cli_reports_a_compiler_crash_in_one_line_with_status_2(tmp_path, crashing_compiler, capsys) -> None:
+def test_the_cli_reports_a_compiler_crash_in_one_line_with_status_2(
+    tmp_path, crashing_compiler, capsys
+) -> None:
     from experiments import cli
 
     kwargs = {"model": str(_user_model(tmp_path)), "platform": "cpu-dgpu", "backend": "simulated"}
@@ -105,6 +109,8 @@ def test_an_unknown_model_is_read_in_a_child_once_and_zoo_models_never(tmp_path,
     again = load_benchmark(str(path))
     assert len(calls) == 1 and first.fused_layers == again.fused_layers
     in_process = fusion.runtime_fused_layers(first.model)  # names the compiler makes up may differ
-    assert (fusion.op_layer_index(first.ops, first.fused_layers) == fusion.op_layer_index(first.ops, in_process)).all()
+    assert (
+        fusion.op_layer_index(first.ops, first.fused_layers) == fusion.op_layer_index(first.ops, in_process)
+    ).all()
     load_benchmark("tiny_cnn")
     assert len(calls) == 1

@@ -64,7 +64,11 @@ TAMPERED = [
     ("negative lr", lambda m: m["kwargs"].update(learning_rate=-1e-3), "learning_rate"),
     ("gamma above 1", lambda m: m["kwargs"].update(gamma=5), "gamma"),
     ("no layers", lambda m: m["kwargs"].update(layers=0), "layers"),
-    ("policy class arg", lambda m: m["kwargs"]["policy_kwargs"].update(optimizer_class="os.system"), "policy"),
+    (
+        "policy class arg",
+        lambda m: m["kwargs"]["policy_kwargs"].update(optimizer_class="os.system"),
+        "policy",
+    ),
     ("long string", lambda m: m["kwargs"].update(gnn="g" * 10**4), "at most 64"),
     ("unknown field", lambda m: m.update(script="rm -rf"), "not a field"),
     ("unknown method", lambda m: m.update(method="ppo_gnm"), "not registered"),
@@ -72,7 +76,11 @@ TAMPERED = [
     ("other algorithm", lambda m: m.update(algorithm="A2C"), "algorithm"),
     ("format", lambda m: m.update(format=2), "format"),
     ("huge shape", lambda m: m["observation_space"]["node_mask"].update(shape=[2**30]), "shape"),
-    ("huge obs", lambda m: m["observation_space"]["node_mask"].update(shape=[2**12, 2**12, 4]), "observation"),
+    (
+        "huge obs",
+        lambda m: m["observation_space"]["node_mask"].update(shape=[2**12, 2**12, 4]),
+        "observation",
+    ),
     ("devices", lambda m: m["action_space"].update(nvec=[10**6] * 4), "nvec"),
     ("dtype", lambda m: m["observation_space"]["node_mask"].update(dtype="object"), "dtype"),
 ]
@@ -142,7 +150,17 @@ def test_the_intact_policy_still_loads_and_predicts(saved: Path) -> None:
 def test_fine_tuning_writes_nothing_where_meta_json_says(copy: Path, tmp_path: Path, capsys) -> None:
     target = tmp_path / "chosen-by-the-file"
     _edit_meta(copy, lambda m: m["kwargs"].update(tensorboard_log=str(target)))
-    argv = ["place", "--policy", str(copy), "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--fine-tune", "4"]
+    argv = [
+        "place",
+        "--policy",
+        str(copy),
+        "--model",
+        "tiny_cnn",
+        "--platform",
+        "cpu-dgpu",
+        "--fine-tune",
+        "4",
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("placement-gym: error: ") and "tensorboard_log" in err and "\n" not in err
@@ -174,7 +192,9 @@ def test_a_move_scorer_with_nan_weights_or_a_tampered_layer_count_is_refused(tmp
     _edit_meta(folder, lambda m: m.update(layers=10**9))
     with pytest.raises(PlacementGymError, match="damaged"):
         MoveScorer.load(folder)
-    _edit_meta(folder, lambda m: m.update(layers=json.loads((Path(PRETRAINED) / "meta.json").read_text())["layers"]))
+    _edit_meta(
+        folder, lambda m: m.update(layers=json.loads((Path(PRETRAINED) / "meta.json").read_text())["layers"])
+    )
     weights = torch.load(folder / "weights.pt", weights_only=True)
     weights["w0"] = torch.full_like(weights["w0"], float("nan"))
     torch.save(weights, folder / "weights.pt")

@@ -95,9 +95,15 @@ def test_only_figures_change_the_hash() -> None:
         task_sha256("resnet50", 1, "fused", 206, plat),
         task_sha256("bert", 1, "fused", 206, plat, model_sha256="ab" * 32),
         task_sha256("bert", 1, "fused", 206, dataclasses.replace(plat, host=1)),
-        task_sha256("bert", 1, "fused", 206, dataclasses.replace(plat, links={**plat.links, (0, 1): Link(1e-6, 1e9)})),
+        task_sha256(
+            "bert", 1, "fused", 206, dataclasses.replace(plat, links={**plat.links, (0, 1): Link(1e-6, 1e9)})
+        ),
     ]
-    for field, value in (("launch_overhead", 3e-6), ("memory_bytes", 2**30), ("op_efficiency", {"default": 0.5})):
+    for field, value in (
+        ("launch_overhead", 3e-6),
+        ("memory_bytes", 2**30),
+        ("op_efficiency", {"default": 0.5}),
+    ):
         devices = (dataclasses.replace(plat.devices[0], **{field: value}), *plat.devices[1:])
         changed.append(task_sha256("bert", 1, "fused", 206, dataclasses.replace(plat, devices=devices)))
     assert base not in changed and len(set(changed)) == len(changed)
@@ -106,5 +112,7 @@ def test_only_figures_change_the_hash() -> None:
 def test_an_unknown_hash_has_no_reference_and_an_old_row_keeps_name_matching() -> None:
     assert reference_for("bert", 1, "cpu-igpu", "fused", 206, task_sha256="0" * 64) is None
     ref = reference_optimum("bert", 1, "cpu-igpu")
-    assert reference_for("bert", 1, "cpu-igpu", "fused", len(ref.placement)) == ref  # a row from before hashes
+    assert (
+        reference_for("bert", 1, "cpu-igpu", "fused", len(ref.placement)) == ref
+    )  # a row from before hashes
     assert reference_for("bert", 1, "cpu-igpu", "fused", len(ref.placement) + 1) is None
