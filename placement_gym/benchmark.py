@@ -207,6 +207,7 @@ def make_row(
         model_path=identity.get("model_path"),
         model_sha256=identity.get("model_sha256"),
         input_shapes=identity.get("input_shapes"),
+        task_sha256=problem.task_sha256,
         protocol=protocol_version,
         tier=tier,
         score=problem.score(latency) if latency > 0 else math.nan,

@@ -116,6 +116,8 @@ class ResultRow:
         extra: Method-specific facts.
         versions: :func:`library_versions`.
         model_path, model_sha256, input_shapes: For a model loaded from a file.
+        task_sha256: The task's content hash (:func:`placement_gym.tasks.task_sha256`): what the row is
+            scored against.
         protocol: Protocol version the row was run under (``"v1"``; ``None``: no protocol, a custom grid).
         tier: The protocol tier (``"standard"``...) or ``None``.
         score: Normalised score against the task's reference optimum (``nan``: the task has none).
@@ -145,6 +147,7 @@ class ResultRow:
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[int]] | None = None
+    task_sha256: str | None = None
     protocol: str | None = None
     tier: str | None = None
     score: float = math.nan
@@ -233,6 +236,7 @@ class RowSchema(BaseModel):
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[_Count]] | None = None
+    task_sha256: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
     protocol: _Tag | None = None
     tier: _Tag | None = None
     score: _Float | None = None
