@@ -32,7 +32,7 @@ from scipy import stats
 
 from placement_gym import protocol
 from placement_gym.results import CHECKPOINTS, ResultRow, ResultStore
-from placement_gym.tasks import reference_optima
+from placement_gym.tasks import reference_for
 
 #: Bootstrap resamples of the aggregate intervals (rliable's default) and of the curves and profiles.
 REPS, CURVE_REPS = 50_000, 2_000
@@ -184,10 +184,11 @@ def score_curves(rows: list[ResultRow], budget: int) -> tuple[np.ndarray, dict[s
     """Per method the IQM of the normalised score of the best placement after each checkpoint number of
     evaluations, with its interval: ``(checkpoints, {method: (3, C) array of iqm, low, high})``."""
     points = np.array([c for c in CHECKPOINTS if c <= budget])
-    refs = reference_optima()
     by: dict[str, dict[tuple, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        ref = refs.get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+        ref = reference_for(
+            row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256
+        )
         if ref is None or not row.history:
             continue
         evals = np.array([e for e, _ in row.history])

@@ -36,7 +36,7 @@ from experiments.convert_rows import read_rows
 from placement_gym.benchmark import make_row, run_agent
 from placement_gym.problem import PlacementProblem
 from placement_gym.results import ResultRow, row_line
-from placement_gym.tasks import reference_optima
+from placement_gym.tasks import reference_for
 
 METHODS = (
     "heft",
@@ -69,8 +69,8 @@ def _view(row: ResultRow | dict) -> tuple[str, str, str, float, float | None, fl
     if isinstance(row, dict):
         return (row["model"], row["platform"], row["method"], row["latency_ms"], row["optimum_ms"],
                 row["best_single_ms"])  # fmt: skip
-    ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
-    optimum = ref.latency * 1e3 if ref is not None and len(ref.placement) == row.groups else None
+    ref = reference_for(row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256)
+    optimum = ref.latency * 1e3 if ref is not None else None
     return row.model, row.platform, row.method, row.latency * 1e3, optimum, row.extra["best_single_ms"]
 
 
