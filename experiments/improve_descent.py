@@ -6,7 +6,8 @@ env's start (HEFT, or the best single device) simulates every allowed action of 
 latency over the stored reference optimum says how far a policy that only ever improves can get with
 those moves; a start that is already a local optimum of a move set caps that set.
 
-    python -m experiments.improve_descent --out results/improve-descent.json
+    python -m experiments.improve_descent --out results/improve-descent/descent.json
+    python -m experiments.improve_descent --table results/improve-descent/descent.json  # the table again
 """
 
 from __future__ import annotations
@@ -46,13 +47,33 @@ def descent(env: DevicePlacementImproveEnv, start: str) -> dict:
     return {"latency": info["current_latency"], "steps": steps, "evaluated": evaluated}
 
 
+def markdown(rows: list[dict]) -> str:
+    """End ratios to the optimum, one row per (task, start), one column per move set."""
+    head = "| model | platform | start | start ratio | " + " | ".join(MOVE_SETS) + " |"
+    lines = [head, "|" + "---|" * (4 + len(MOVE_SETS))]
+    cells: dict[tuple, dict[str, float]] = {}
+    starts: dict[tuple, float] = {}
+    for r in rows:
+        key = (r["model"], r["platform"], r["start"])
+        cells.setdefault(key, {})[r["moves"]] = r["end_ratio"]
+        starts[key] = r["start_ratio"]
+    for key, ends in cells.items():
+        values = " | ".join(f"{ends[m]:.4f}" if m in ends else "" for m in MOVE_SETS)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {starts[key]:.4f} | {values} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(placement_gym.BENCHMARK_MODELS))
     parser.add_argument("--platforms", nargs="+", default=list(placement_gym.IMPROVE_PLATFORMS))
     parser.add_argument("--starts", nargs="+", default=["heft", "best_single"])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, default=None, help="print the table of a written --out file")
     args = parser.parse_args(argv)
+    if args.table is not None:
+        print(markdown(json.loads(args.table.read_text())["rows"]))
+        return
     rows = []
     for model in args.models:
         for platform in args.platforms:
@@ -79,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
                         flush=True,
                     )
                 env.close()
+    print(markdown(rows))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(

@@ -8,6 +8,8 @@ keys mean the same in every mode.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from gymnasium import spaces
 
@@ -77,9 +79,21 @@ def static_spaces(arrays: dict[str, np.ndarray], n: int) -> dict[str, spaces.Box
     return out
 
 
+@lru_cache(maxsize=64)
+def _one_hot_rows(d: int) -> np.ndarray:
+    """``(D + 1, D)`` float32: the one-hot row of each device, then a zero row (taken for index -1)."""
+    rows = np.zeros((d + 1, d), dtype=np.float32)
+    rows[np.arange(d), np.arange(d)] = 1.0
+    rows.flags.writeable = False
+    return rows
+
+
 def one_hot(placement: np.ndarray, n: int, d: int) -> np.ndarray:
-    """``(N, D)`` float32 one-hot of a ``(G,)`` placement (rows of unplaced groups, -1, and padding: zero)."""
+    """``(N, D)`` float32 one-hot of a ``(G,)`` int64 placement (rows of unplaced groups, -1, and padding:
+    zero), a new array."""
+    rows = _one_hot_rows(d).take(placement, axis=0)  # (G, D); -1 takes the zero row
+    if n == len(placement):
+        return rows
     out = np.zeros((n, d), dtype=np.float32)  # (N, D)
-    idx = np.flatnonzero(placement >= 0)
-    out[idx, placement[idx]] = 1.0
+    out[: len(placement)] = rows
     return out
