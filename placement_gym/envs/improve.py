@@ -283,6 +283,7 @@ class DevicePlacementImproveEnv(gym.Env):
             render_mode=render_mode,
         )  # fmt: skip
         self._heft: np.ndarray | None = None
+        self._constants: tuple[float | None, tuple[float, float] | None] | None = None
         self.placement = np.full(g, -1, dtype=np.int64)
         self._done = True  # step() needs a reset() first
         self._steps = 0
@@ -352,23 +353,29 @@ class DevicePlacementImproveEnv(gym.Env):
         return mask.reshape(-1)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        episode = np.array(
-            [
-                math.log(self._start_latency / self._latency),
-                math.log(self._start_latency / self._best_latency),
-                self._steps / self.max_steps,
-            ],
-            dtype=np.float32,
-        )  # (3,)
-        np.clip(episode, -_EPISODE_BOUND, _EPISODE_BOUND, out=episode)
-        return {
-            **{key: arr.copy() for key, arr in self._static.items()},  # callers own what they receive
-            "placement": one_hot(self.placement, self.max_nodes, self.num_devices),
-            "episode": episode,
-        }
+        bound = float(_EPISODE_BOUND)
+        values = (
+            math.log(self._start_latency / self._latency),
+            math.log(self._start_latency / self._best_latency),
+            self._steps / self.max_steps,
+        )
+        obs = {key: arr.copy() for key, arr in self._static.items()}  # callers own what they receive
+        obs["placement"] = one_hot(self.placement, self.max_nodes, self.num_devices)  # (N, D)
+        obs["episode"] = np.array([min(max(v, -bound), bound) for v in values], dtype=np.float32)  # (3,)
+        return obs
+
+    def _latency_constants(self) -> tuple[float | None, tuple[float, float] | None]:
+        """The baseline latency (``None`` without one) and the stored reference's baseline and optimum
+        latencies for the score (``None`` without a stored optimum or headroom), looked up once."""
+        if self._constants is None:
+            problem = self.problem
+            base = problem.baseline.latency if problem.has_baseline else None
+            ref = problem.reference
+            headroom = ref is not None and ref.latency < ref.baseline_latency
+            self._constants = (base, (ref.baseline_latency, ref.latency) if headroom else None)
+        return self._constants
 
     def _info(self, latency: float, feasible: bool, reason: str, moved: int) -> dict[str, Any]:
-        problem = self.problem
         info: dict[str, Any] = dict(
             latency=latency,
             feasible=feasible,
@@ -381,11 +388,13 @@ class DevicePlacementImproveEnv(gym.Env):
             steps=self._steps,
             moved=moved,
         )
-        if problem.has_baseline:
-            info["baseline_latency"] = problem.baseline.latency
-        score = problem.score(self._latency)
-        if not math.isnan(score):  # only tasks with a stored reference optimum
-            info.update(score=score, best_score=problem.score(self._best_latency))
+        base, score = self._latency_constants()
+        if base is not None:
+            info["baseline_latency"] = base
+        if score is not None:  # tasks with a stored reference optimum (normalised_score, inlined)
+            ref_base, optimum = score
+            info["score"] = (ref_base / self._latency - 1.0) / (ref_base / optimum - 1.0)
+            info["best_score"] = (ref_base / self._best_latency - 1.0) / (ref_base / optimum - 1.0)
         return info
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -402,12 +411,15 @@ class DevicePlacementImproveEnv(gym.Env):
     def step(self, action: Any):
         if self._done:
             raise PlacementError("the episode is over (or was never started): call reset() before step()")
-        arr = np.asarray(action)
-        if arr.size != 1 or arr.ndim > 1 or not np.issubdtype(arr.dtype, np.integer):
-            raise PlacementError(
-                f"an improvement step takes one integer action in [0, {self.action_space.n}), got {action!r}"
-            )
-        a = int(arr.reshape(-1)[0])
+        if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+            a = int(action)  # the common case, checked without building an array
+        else:
+            arr = np.asarray(action)
+            if arr.size != 1 or arr.ndim > 1 or not np.issubdtype(arr.dtype, np.integer):
+                raise PlacementError(
+                    f"an improvement step takes one integer action in [0, {self.action_space.n}), got {action!r}"
+                )
+            a = int(arr.reshape(-1)[0])
         if not 0 <= a < self.action_space.n:
             raise PlacementError(f"action {a} is out of range [0, {self.action_space.n})")
         s, device = divmod(a, self.num_devices)
