@@ -5,6 +5,7 @@ Run pinned to one core for the reference figure (rates are per CPU second of thi
 printed with them):
 
     taskset -c 0 python -m experiments.bench_env [--models bert] [--steps 20000]
+    taskset -c 0 python -m experiments.bench_env --breakdown DevicePlacementSim-bert-v1  # each layer's time
 
 For each model, on the one-shot IDs (``DevicePlacementSim-<model>-v1`` and the suite's
 ``DevicePlacement-<model>-<platform>-sim-v0``): the simulator alone (``Schedule.run`` on the same
@@ -75,12 +76,62 @@ def bench_improve(env_id: str, steps: int, repeats: int = 3) -> dict[str, float]
     return out
 
 
+def breakdown(env_id: str, steps: int) -> dict[str, float]:
+    """Microseconds per call (CPU time) of each layer of a one-shot step: the simulator, the backend and the
+    problem around it (fresh placements: cache misses), validation, observation, info, reset, and the whole
+    reset + step."""
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    placements = rng.integers(0, env.num_devices, size=(steps, env.num_groups))
+    env.step(placements[0])
+    problem, backend = env.problem, env.problem.backend
+    evaluation = problem.evaluate(placements[0])
+
+    def fresh(fn):
+        def run() -> None:
+            backend.clear_cache()
+            for p in placements:
+                fn(p)
+
+        return run
+
+    def episodes() -> None:
+        backend.clear_cache()
+        for p in placements:
+            env.reset()
+            env.step(p)
+
+    layers = {
+        "simulator": fresh(backend.schedule.run),
+        "backend.evaluate": fresh(backend.evaluate),
+        "problem.evaluate": fresh(problem.evaluate),
+        "problem.validate": fresh(problem.validate),
+        "observation": fresh(lambda p: env._observation()),
+        "info": fresh(lambda p: env._info(evaluation)),
+        "reset": fresh(lambda p: env.reset()),
+        "reset+step": episodes,
+    }
+    out = {name: 1e6 / _rate(fn, steps, 3) for name, fn in layers.items()}
+    env.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["bert"])
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument(
+        "--breakdown", default=None, metavar="ENV_ID", help="time each layer of a one-shot step"
+    )
     args = parser.parse_args(argv)
+    if args.breakdown is not None:
+        load = os.getloadavg()[0]
+        for name, us in breakdown(args.breakdown, args.steps).items():
+            print(f"{name:18s} {us:6.2f} us")
+        print(f"per CPU second, medians of 3; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+        return
     rows = []
     load = os.getloadavg()[0]
     for model in args.models:

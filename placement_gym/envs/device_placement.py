@@ -35,7 +35,8 @@ class DevicePlacementEnv(gym.Env):
 
     In ``mode="oneshot"`` (default) one action places every group and the episode ends. In
     ``mode="sequential"`` (Placeto-style) each step places the next group in topological order and the
-    episode ends once all ``G`` groups are placed.
+    episode ends once all ``G`` groups are placed. Improving a complete placement one move at a time is
+    :class:`~placement_gym.envs.DevicePlacementImproveEnv` (``DevicePlacementImprove-*`` IDs).
 
     Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists them all), for ``<model>`` in
     ``inception_v3``, ``resnet50``, ``bert``:
