@@ -23,14 +23,13 @@ from typing import Any
 import numpy as np
 
 from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
-from placement_gym.backends.base import check_placements
+from placement_gym.backends.base import check_placement, check_placements
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
 from placement_gym.features import DeviceFeatures, StaticFeatures, device_features, static_features
 from placement_gym.platforms import Platform, load_platform, resolve_memory
 from placement_gym.rewards import Reward, get_reward
-from placement_gym.validation import as_index_array
 
 #: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
 Listener = Callable[[np.ndarray, "Evaluation"], None]
@@ -272,11 +271,7 @@ class PlacementProblem:
         Raises:
             PlacementError: Wrong shape, a non-integer dtype, or a device index out of range.
         """
-        arr = as_index_array(placement, what="placement")
-        n = self.num_groups if length is None else length
-        if arr.shape != (n,):
-            raise PlacementError(f"placement must have shape ({n},) (one device per group), got {arr.shape}")
-        return check_placements(arr[None, :], n, self.platform)[0]
+        return check_placement(placement, self.num_groups if length is None else length, self.platform)
 
     def validate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
         """Return ``placements`` as an int64 array of shape ``(B, G)``.
