@@ -41,11 +41,13 @@ class RestartFromBest(gym.Wrapper):
         env: A ``DevicePlacementImproveEnv``.
         skip_tried: Mask the moves already tried from the current placement (while another move is
             allowed).
+        stop_on_worse: End the episode (truncate) after a move that made the placement slower, so the
+            next one restarts from the best placement instead of wandering from a worse one.
     """
 
-    def __init__(self, env: gym.Env, skip_tried: bool = True) -> None:
+    def __init__(self, env: gym.Env, skip_tried: bool = True, stop_on_worse: bool = True) -> None:
         super().__init__(env)
-        self.skip_tried = skip_tried
+        self.skip_tried, self.stop_on_worse = skip_tried, stop_on_worse
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
         self._tried: dict[bytes, set[int]] = {}
@@ -69,6 +71,8 @@ class RestartFromBest(gym.Wrapper):
         self._tried.setdefault(key, set()).add(int(action))
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._keep(info)
+        if self.stop_on_worse and reward < 0:
+            truncated = True
         return obs, reward, terminated, truncated, info
 
     def _keep(self, info: dict) -> None:
@@ -95,6 +99,7 @@ class MaskablePPOImprove(_GNNMethod):
     Args:
         episode_steps: Moves per episode before restarting from the best placement.
         skip_tried: Mask moves already tried from the current placement.
+        stop_on_worse: Restart from the best placement after a move that made the placement slower.
         moves: Move kinds of the env (only ``"single"``: the policy scores (group, device) pairs).
         **kwargs: :class:`~agents.sb3.methods._GNNMethod` arguments and MaskablePPO hyperparameters
             (default: :func:`agents.sb3.recipe.recipe` ``("improve", "maskable_ppo")``).
@@ -109,6 +114,7 @@ class MaskablePPOImprove(_GNNMethod):
         self,
         episode_steps: int = 16,
         skip_tried: bool = True,
+        stop_on_worse: bool = True,
         moves: str = "single",
         pair_bias_scale: float = _RECIPE.policy_kwargs["pair_bias_scale"],
         **kwargs: Any,
@@ -120,6 +126,7 @@ class MaskablePPOImprove(_GNNMethod):
                 f"moves={moves!r}: maskable_ppo_improve scores (group, device) pairs, so only 'single' moves"
             )
         self.episode_steps, self.skip_tried, self.moves = int(episode_steps), bool(skip_tried), moves
+        self.stop_on_worse = bool(stop_on_worse)
         super().__init__(pair_bias_scale=pair_bias_scale, observation="device", **kwargs)
 
     def policy_env(self, env: gym.Env) -> gym.Env:
@@ -135,12 +142,17 @@ class MaskablePPOImprove(_GNNMethod):
             max_nodes=inner.max_nodes,
             max_edges=inner.max_edges,
         )
-        return RestartFromBest(improve, self.skip_tried)
+        return RestartFromBest(improve, self.skip_tried, self.stop_on_worse)
 
     def _saved_kwargs(self) -> dict[str, Any]:
         kwargs = super()._saved_kwargs()
         kwargs.pop("observation", None)
-        return {**kwargs, "episode_steps": self.episode_steps, "skip_tried": self.skip_tried}
+        return {
+            **kwargs,
+            "episode_steps": self.episode_steps,
+            "skip_tried": self.skip_tried,
+            "stop_on_worse": self.stop_on_worse,
+        }
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         if tracker.budget is None:

@@ -39,11 +39,13 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
+from agents.sb3.recipe import recipe
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
+_ONESHOT = recipe("oneshot", "ppo")
 _POLICY_FORMAT = 1  # version of the folder save() writes
 
 
@@ -445,8 +447,8 @@ class _GNNMethod(SB3Method):
         layers: int = 3,
         head: tuple[int, ...] = (64,),
         observation: str | None = "device",
-        positional: int = 16,
-        pair_bias_scale: float = 32.0,
+        positional: int = _ONESHOT.policy_kwargs["features_extractor_kwargs"]["positional"],
+        pair_bias_scale: float = _ONESHOT.policy_kwargs["pair_bias_scale"],
         **kwargs: Any,
     ) -> None:
         if observation not in (None, *OBSERVATIONS):
@@ -485,9 +487,9 @@ class _GNNMethod(SB3Method):
         }
 
 
-# Short rollouts and few epochs: the joint ratio of N per-group probabilities leaves PPO's clip range
-# within a few gradient steps, so frequent small updates learn fastest (on BERT's 267 groups: within 5%
-# of the best known latency after ~470 evaluations vs none in 1000 with n_steps=64, n_epochs=10).
+# The ablation's settings (ppo_mlp keeps them). Short rollouts and few epochs: the joint ratio of N
+# per-group probabilities leaves PPO's clip range within a few gradient steps, so frequent small updates
+# learn fastest. The GNN methods take theirs from the recipe (agents.sb3.recipe).
 _PPO_DEFAULTS: dict[str, Any] = {
     "learning_rate": 1e-3,
     "n_steps": 16,
@@ -504,7 +506,7 @@ class PPOGNN(_GNNMethod):
 
     name = "ppo_gnn"
     algo_class = PPO
-    defaults = _PPO_DEFAULTS
+    defaults = _ONESHOT.hyperparams
 
 
 class MaskablePPOGNN(_GNNMethod):
@@ -513,7 +515,7 @@ class MaskablePPOGNN(_GNNMethod):
     name = "maskable_ppo_gnn"
     algo_class = MaskablePPO
     policy_class = MaskableGNNActorCriticPolicy
-    defaults = _PPO_DEFAULTS
+    defaults = recipe("oneshot", "maskable_ppo").hyperparams
 
 
 class A2CGNN(_GNNMethod):
@@ -521,14 +523,7 @@ class A2CGNN(_GNNMethod):
 
     name = "a2c_gnn"
     algo_class = A2C
-    defaults: ClassVar[dict[str, Any]] = {
-        "learning_rate": 1e-3,
-        "n_steps": 16,
-        "gamma": 1.0,
-        "gae_lambda": 1.0,
-        "ent_coef": 0.0,
-        "normalize_advantage": True,
-    }
+    defaults = recipe("oneshot", "a2c").hyperparams
 
 
 class PPOMLP(SB3Method):

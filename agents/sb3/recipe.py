@@ -70,9 +70,9 @@ _IMPROVE_PPO = {
 
 #: ``(mode, algo)`` -> (PPO/A2C hyperparameters, pair-bias scale).
 _TABLE: dict[tuple[str, str], tuple[dict[str, Any], float]] = {
-    ("oneshot", "ppo"): (_ONESHOT_PPO, 32.0),
-    ("oneshot", "maskable_ppo"): (_ONESHOT_PPO, 32.0),
-    ("oneshot", "a2c"): (_ONESHOT_A2C, 32.0),
+    ("oneshot", "ppo"): (_ONESHOT_PPO, 128.0),
+    ("oneshot", "maskable_ppo"): (_ONESHOT_PPO, 128.0),
+    ("oneshot", "a2c"): (_ONESHOT_A2C, 128.0),
     ("sequential", "ppo"): (_SEQUENTIAL_PPO, 0.0),
     ("sequential", "maskable_ppo"): (_SEQUENTIAL_PPO, 0.0),
     ("sequential", "a2c"): ({**_ONESHOT_A2C, "n_steps": 64}, 0.0),

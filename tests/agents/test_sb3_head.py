@@ -95,3 +95,40 @@ def test_move_policy_respects_masks():
     assert values.shape == (1, 1) and log_prob.shape == (1,)
     with pytest.raises(PlacementGymError, match="Discrete"):
         GNNActorCriticPolicy(space, gym.spaces.Discrete(n * d + 1), lambda _: 1e-3)
+
+
+# ---------------------------------------------------------------------------------------- improvement moves
+def test_improve_method_counts_its_budget_and_round_trips(tmp_path):
+    from agents.sb3.improve import MaskablePPOImprove, RestartFromBest
+    from placement_gym.problem import PlacementProblem
+
+    problem = PlacementProblem.make("tiny_bert", "multi-accel", "simulated")
+    method = MaskablePPOImprove(episode_steps=4, hidden=16, layers=1)
+    result = method.place(problem, budget=40, seed=0)
+    assert result.evaluations <= 40
+    assert problem.evaluate(result.placement).latency == result.latency
+    env = method.policy_env(DevicePlacementEnv(problem=problem))
+    assert isinstance(env, RestartFromBest)
+    expected = method.model.predict(env.reset(seed=0)[0], deterministic=True, action_masks=env.action_masks())[0]
+    method.save(tmp_path / "improve")
+    loaded = MaskablePPOImprove()
+    loaded.load(tmp_path / "improve")
+    assert (loaded.episode_steps, loaded.hidden) == (4, 16)
+    obs, _ = env.reset(seed=0)
+    again = loaded.model.predict(obs, deterministic=True, action_masks=env.action_masks())[0]
+    assert int(again) == int(expected)
+
+
+def test_restart_from_best_masks_tried_moves():
+    from agents.sb3.improve import RestartFromBest
+    from placement_gym.envs import DevicePlacementImproveEnv
+
+    env = RestartFromBest(DevicePlacementImproveEnv("tiny_bert", "multi-accel", "simulated", max_steps=50))
+    env.reset(seed=0)
+    first = int(np.flatnonzero(env.action_masks())[0])
+    _, reward, _, truncated, _ = env.step(first)
+    assert truncated == (reward < 0)
+    env.reset()  # from the best placement: the start, or the move if it was faster
+    if reward < 0:
+        assert not env.action_masks()[first]
+    assert env.best_latency <= env.unwrapped.problem.evaluate(env.best_placement).latency
