@@ -97,15 +97,19 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         groups[(r["task"], r["method"], tuple(r["checkpoints"]))].append(r)
     lines = []
-    for (task, method, cps), rs in sorted(groups.items()):
-        cells = []
-        for i, _ in enumerate(cps):
-            s = statistics.median(r["score"][i] for r in rs)
-            q = statistics.median(r["ratio"][i] for r in rs)
-            cells.append(f"{s:.3f} ({q:.4f})")
-        lines.append(f"| {task} | {method} | {len(rs)} | " + " | ".join(cells) + " |")
-    head = "| task | method | seeds | " + " | ".join(f"@{c}" for c in (groups and next(iter(groups))[2]) or ()) + " |"
-    return "\n".join([head, "|" + "---|" * (3 + len(next(iter(groups))[2]) if groups else 3), *lines])
+    for cps in sorted({key[2] for key in groups}):
+        lines += ["", "| task | method | seeds | " + " | ".join(f"@{c}" for c in cps) + " |"]
+        lines.append("|" + "---|" * (3 + len(cps)))
+        for (task, method, key_cps), rs in sorted(groups.items()):
+            if key_cps != cps:
+                continue
+            cells = [
+                f"{statistics.median(r['score'][i] for r in rs):.3f} "
+                f"({statistics.median(r['ratio'][i] for r in rs):.4f})"
+                for i in range(len(cps))
+            ]
+            lines.append(f"| {task} | {method} | {len(rs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines[1:])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,8 +23,10 @@ VARIANTS = (
     "ppo_gnn:positional=0,pair_bias_scale=32",
     "ppo_gnn:positional=16,pair_bias_scale=32",
     "ppo_gnn:positional=16,pair_bias_scale=128",
-    "ppo_gnn:positional=16,pair_bias_scale=32,n_steps=32,batch_size=32",
-    "ppo_gnn:positional=16,pair_bias_scale=32,ent_coef=0.001",
+    "ppo_gnn:positional=0,pair_bias_scale=128",
+    "ppo_gnn:positional=16,pair_bias_scale=512",
+    "ppo_gnn:positional=16,pair_bias_scale=128,n_steps=32,batch_size=32",
+    "ppo_gnn:positional=16,pair_bias_scale=128,ent_coef=0.001",
     "ppo_mlp",
 )
 
