@@ -14,7 +14,8 @@ node mask             ``(N,)``    1 for real groups
 context               ``(3H,)``   ``[masked mean, masked max, embedding of the current node]``
 ====================  ==========  =====================================================================
 
-so ``features_dim = N * H + N + 3 * H``. :meth:`GraphExtractor.split` recovers the parts; the current
+so ``features_dim = N * H + N + 3 * H`` (plus ``M * S``: the improvement env's move-set members, passed
+through when the observation has ``move_members``). :meth:`GraphExtractor.split` recovers the parts; the current
 node's embedding is zero in one-shot mode, where no node is current. The network's parameters do not
 depend on ``N``: the same weights serve graphs of any size (``N`` is only the padding of the spaces).
 
@@ -125,7 +126,13 @@ def split_features(features: Tensor, max_nodes: int, hidden: int) -> GraphFeatur
     b = features.shape[0]
     nodes = features[:, : n * h].reshape(b, n, h)  # (B, N, H)
     mask = features[:, n * h : n * h + n] > 0.5  # (B, N)
-    return GraphFeatures(nodes, mask, features[:, n * h + n :])
+    return GraphFeatures(nodes, mask, features[:, n * h + n : n * h + n + 3 * h])
+
+
+def split_moves(features: Tensor, max_nodes: int, hidden: int, move_shape: tuple[int, int]) -> Tensor:
+    """The ``(B, M, S)`` int64 move-set members (-1: padding) after the graph parts of ``features``."""
+    start = max_nodes * hidden + max_nodes + 3 * hidden
+    return features[:, start:].round().long().reshape(features.shape[0], *move_shape)
 
 
 def positional_table(max_nodes: int, size: int) -> Tensor:
@@ -223,7 +230,12 @@ class GraphExtractor(BaseFeaturesExtractor):
             raise PlacementGymError(f"positional={positional} must be an even number >= 0")
         n, f = observation_space["node_features"].shape
         d = observation_space["placement"].shape[1]
-        super().__init__(observation_space, features_dim=n * hidden + n + 3 * hidden)
+        #: ``(M, S)`` of the improvement env's move sets (``move_members``), passed through; else ``None``.
+        self.move_shape = (
+            tuple(observation_space["move_members"].shape) if "move_members" in observation_space.spaces else None
+        )
+        moves_dim = int(np.prod(self.move_shape)) if self.move_shape else 0
+        super().__init__(observation_space, features_dim=n * hidden + n + 3 * hidden + moves_dim)
         self.max_nodes, self.num_devices, self.hidden = n, d, hidden
         self.node_dim, self.context_dim = hidden, 3 * hidden
         self.bidirectional = bidirectional
@@ -287,7 +299,10 @@ class GraphExtractor(BaseFeaturesExtractor):
             dim=-1,
         )  # (B, 3H)
         nodes, mask = to_dense_batch(h, graph.batch, max_num_nodes=self.max_nodes, batch_size=b)
-        return torch.cat([nodes.reshape(b, -1), mask.to(h.dtype), context], dim=-1)
+        parts = [nodes.reshape(b, -1), mask.to(h.dtype), context]
+        if self.move_shape is not None:  # the move sets' members, for a head that scores sets
+            parts.append(observations["move_members"].reshape(b, -1).to(h.dtype))
+        return torch.cat(parts, dim=-1)
 
     def split(self, features: Tensor) -> GraphFeatures:
         """Recover the parts of :meth:`forward`'s ``(B, features_dim)`` output."""

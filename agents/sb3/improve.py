@@ -94,13 +94,14 @@ class RestartFromBest(gym.Wrapper):
 
 
 class MaskablePPOImprove(_GNNMethod):
-    """MaskablePPO with the GNN pair-scoring policy on the improvement MDP (single-group moves).
+    """MaskablePPO with the GNN pair-scoring policy on the improvement MDP.
 
     Args:
         episode_steps: Moves per episode before restarting from the best placement.
         skip_tried: Mask moves already tried from the current placement.
         stop_on_worse: Restart from the best placement after a move that made the placement slower.
-        moves: Move kinds of the env (only ``"single"``: the policy scores (group, device) pairs).
+        moves: Move kinds of the env, comma-separated (``"single"``; also ``"class"``, ``"segment"``,
+            ``"branch"``: a set's logit is the mean of its members' pair logits plus a per-set bias).
         **kwargs: :class:`~agents.sb3.methods._GNNMethod` arguments and MaskablePPO hyperparameters
             (default: :func:`agents.sb3.recipe.recipe` ``("improve", "maskable_ppo")``).
     """
@@ -121,10 +122,6 @@ class MaskablePPOImprove(_GNNMethod):
     ) -> None:
         if episode_steps < 1:
             raise PlacementGymError(f"episode_steps={episode_steps} must be >= 1")
-        if moves != "single":
-            raise PlacementGymError(
-                f"moves={moves!r}: maskable_ppo_improve scores (group, device) pairs, so only 'single' moves"
-            )
         self.episode_steps, self.skip_tried, self.moves = int(episode_steps), bool(skip_tried), moves
         self.stop_on_worse = bool(stop_on_worse)
         super().__init__(pair_bias_scale=pair_bias_scale, observation="device", **kwargs)

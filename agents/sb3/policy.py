@@ -20,8 +20,10 @@ come from a :class:`~agents.sb3.extractors.GraphExtractor`.
   probability or the entropy.
 * ``Discrete(D)`` (sequential): the logits of the current node, i.e. the head applied to the current
   node's embedding (the last third of the context); the pair bias is not used.
-* ``Discrete(N * D)`` (improvement moves, ``mode="improve"``): action ``g * D + d`` moves group ``g`` to
-  device ``d``; the ``(B, N, D)`` logits flattened group-major, padding groups at ``-1e8``.
+* ``Discrete(N * D)`` (improvement moves, ``DevicePlacementImproveEnv``): action ``g * D + d`` moves group
+  ``g`` to device ``d``; the ``(B, N, D)`` logits flattened group-major, padding groups at ``-1e8``.
+  With multi-group move sets (``Discrete(M * D)``, the observation's ``move_members``), set ``s >= N``
+  scores the mean of its members' pair logits plus a scaled per-(set, device) bias.
 
 Action masks (MaskablePPO) are applied by sb3-contrib on top of these logits. MultiDiscrete actions use
 the vectorised distributions of :mod:`agents.sb3.distributions` (SB3's loop over groups is too slow for
@@ -50,6 +52,7 @@ from agents.sb3.extractors import (
     GraphFeatures,
     extractor_class,
     split_features,
+    split_moves,
 )
 from placement_gym.errors import PlacementGymError
 
@@ -115,6 +118,12 @@ class PairScoringHead(nn.Module):
             self.pair_bias = nn.Parameter(torch.zeros(self.max_nodes, num_devices))  # (N, D)
         self.vf_body, self.latent_dim_vf = _mlp(extractor.context_dim, vf_arch, activation)
         self.latent_dim_pi = num_devices if self.sequential else self.max_nodes * num_devices
+        #: ``(M, S)`` move sets of the improvement env (``move`` actions over sets), else ``None``.
+        self.move_shape = getattr(extractor, "move_shape", None) if action == "move" else None
+        if self.move_shape is not None:
+            self.latent_dim_pi = self.move_shape[0] * num_devices
+            if self.pair_bias_scale > 0:  # one bias per (set, device) for the sets past the N singles
+                self.set_bias = nn.Parameter(torch.zeros(self.move_shape[0] - self.max_nodes, num_devices))
 
     def reset_parameters(self) -> None:
         """Orthogonal hidden layers (gain ``sqrt(2)``) and near-uniform initial logits (gain 0.01)."""
@@ -127,6 +136,8 @@ class PairScoringHead(nn.Module):
         nn.init.zeros_(self.logits.bias)
         if self.pair_bias_scale > 0:
             nn.init.zeros_(self.pair_bias)
+            if self.move_shape is not None:
+                nn.init.zeros_(self.set_bias)
 
     def split(self, features: Tensor) -> GraphFeatures:
         """Node embeddings, mask and context of the extractor's flat output."""
@@ -154,7 +165,23 @@ class PairScoringHead(nn.Module):
             current = parts.context[:, 2 * h :]  # (B, H): embedding of the current node
             return self.logits(self.pi_body(torch.cat([current, parts.context], dim=-1)))
         logits = self.node_logits(features)
+        if self.move_shape is not None:
+            logits = torch.cat([logits, self.set_logits(features, logits)], dim=1)  # (B, M, D)
         return logits.reshape(logits.shape[0], -1)
+
+    def set_logits(self, features: Tensor, pair_logits: Tensor) -> Tensor:
+        """``(B, M - N, D)`` logits of the multi-group move sets: the mean of their members' pair logits
+        (plus the scaled per-(set, device) bias); sets without members (padding) at ``-1e8``."""
+        members = split_moves(features, self.max_nodes, self.latent_node_dim, self.move_shape)[:, self.max_nodes :]
+        b, m, size = members.shape  # (B, M - N, S)
+        valid = members >= 0
+        index = members.clamp(min=0).reshape(b, m * size, 1).expand(-1, -1, self.num_devices)
+        gathered = torch.gather(pair_logits, 1, index).reshape(b, m, size, self.num_devices)
+        count = valid.sum(-1, keepdim=True)  # (B, M - N, 1)
+        mean = (gathered * valid.unsqueeze(-1)).sum(2) / count.clamp(min=1)
+        if self.pair_bias_scale > 0:
+            mean = mean + self.pair_bias_scale * self.set_bias
+        return torch.where(count > 0, mean, torch.full_like(mean, _PAD_LOGIT))
 
     def forward_critic(self, features: Tensor) -> Tensor:
         """Value latent ``(B, latent_dim_vf)`` from the graph context."""
@@ -196,6 +223,9 @@ class _PerNodeMixin:
         if isinstance(action_space, spaces.Discrete) and action_space.n == d:
             return "current"
         if isinstance(action_space, spaces.Discrete) and action_space.n == n * d:
+            return "move"
+        moves = self.observation_space.spaces.get("move_members")
+        if isinstance(action_space, spaces.Discrete) and moves is not None and action_space.n == moves.shape[0] * d:
             return "move"
         if (
             isinstance(action_space, spaces.MultiDiscrete)

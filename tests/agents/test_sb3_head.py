@@ -132,3 +132,32 @@ def test_restart_from_best_masks_tried_moves():
     if reward < 0:
         assert not env.action_masks()[first]
     assert env.best_latency <= env.unwrapped.problem.evaluate(env.best_placement).latency
+
+
+def test_set_moves_score_the_mean_of_their_members():
+    from placement_gym.envs import DevicePlacementImproveEnv
+
+    env = DevicePlacementImproveEnv("tiny_bert", "multi-accel", "simulated", moves="single,segment,branch")
+    obs, _ = env.reset(seed=0)
+    obs = {k: torch.as_tensor(v)[None].float() for k, v in obs.items()}
+    policy = MaskableGNNActorCriticPolicy(
+        env.observation_space,
+        env.action_space,
+        lambda _: 1e-3,
+        net_arch={"pi": [16], "vf": [16]},
+        gnn="sage",
+        features_extractor_kwargs={"hidden": 8, "layers": 1},
+        pair_bias_scale=4,
+    )
+    head = policy.mlp_extractor
+    features = policy.extract_features(obs, policy.features_extractor)
+    m, d, n = env.num_moves, env.num_devices, env.max_nodes
+    logits = head.forward_actor(features).reshape(m, d)
+    members = obs["move_members"][0].long()
+    for s in (n, m - 1):
+        real = members[s][members[s] >= 0]
+        torch.testing.assert_close(logits[s], logits[real].mean(0))
+    mask = env.action_masks()
+    for _ in range(10):
+        action = int(policy(obs, action_masks=mask[None])[0][0])
+        assert mask[action]
