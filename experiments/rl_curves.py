@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents import make_method
-from experiments.runs import parse_method
+from agents.specs import parse_spec
 from placement_gym.problem import PlacementProblem
 
 CPU_IGPU = ("inception_v3:cpu-igpu", "resnet50:cpu-igpu", "bert:cpu-igpu")
@@ -55,9 +54,9 @@ def run(task: str, spec: str, seed: int, checkpoints: list[int]) -> dict:
     """One run: a JSON-able row with the score and ratio to the optimum at every checkpoint."""
     model, platform = task.split(":")
     problem = PlacementProblem.make(model, platform, "simulated")
-    name, kwargs = parse_method(spec)
+    method = parse_spec(spec).build()
     cpu0 = time.process_time()
-    result = make_method(name, **kwargs).place(problem, budget=max(checkpoints), seed=seed)
+    result = method.place(problem, budget=max(checkpoints), seed=seed)
     cpu = time.process_time() - cpu0
     ref = problem.reference
     lat = best_at(result.history, checkpoints)
