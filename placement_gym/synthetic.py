@@ -1,4 +1,4 @@
-"""Synthetic training data: random DAGs with the zoo's op costs, and platforms perturbed around the built-in ones.
+"""Synthetic training data: random DAGs with the zoo's op costs, platforms perturbed around the built-in ones.
 
 Pretraining a placement policy on three models teaches it three graphs. GDP (Zhou et al., "GDP: Generalized
 Device Placement for Dataflow Graphs", 2019) and Placeto (Addanki et al., NeurIPS 2019) pretrain on many
@@ -9,12 +9,13 @@ graphs instead; this module makes them:
 * :func:`random_dag` builds a random ``"layered"`` (layers of parallel ops, edges to the next layer and
   a few skips) or ``"series_parallel"`` (two-terminal series-parallel: chains and fork-join branches) DAG
   with one input and one output whose nodes are groups drawn from one model's statistics, each graph
-  with its own cost scale. :func:`random_benchmark` wraps it in a :class:`~placement_gym.benchmarks.Benchmark`
-  (each node its own executed layer) that :meth:`PlacementProblem.make <placement_gym.problem.PlacementProblem.make>`
-  and the env take like a zoo model, for the simulated backend.
+  with its own cost scale. :func:`random_benchmark` wraps it in a
+  :class:`~placement_gym.benchmarks.Benchmark` (each node its own executed layer) that
+  ``PlacementProblem.make`` and the env take like a zoo model, for the simulated backend.
 * :func:`perturb_platform` scales a platform's device speeds, efficiencies, overheads, memories and link
   bandwidths / latencies by random factors, optionally keeping a random subset of its devices (the host
-  always stays), so a policy sees many device counts and speed ratios.
+  always stays; :func:`random_devices`, :func:`restrict_platform`), so a policy sees many device counts
+  and speed ratios.
 
 Everything is seeded by the ``numpy.random.Generator`` passed in. Use the statistics of training models
 only: the held-out families (:data:`placement_gym.HELD_OUT_MODELS`) must never feed a training graph.
@@ -81,7 +82,7 @@ def op_cost_stats(models: Sequence[str], coarsening: str = "fused") -> OpCostSta
         op_types.append(tuple(q.op_types))
         ranks.append(np.array([len(s) for s in q.out_shapes], dtype=np.int64))
         costs.append(
-            np.stack([q.nodes["flops"], q.nodes["out_bytes"], q.nodes["param_bytes"]], axis=1).astype(np.float64)
+            np.stack([q.nodes["flops"], q.nodes["out_bytes"], q.nodes["param_bytes"]], axis=1).astype(float)
         )
     return OpCostStats(tuple(models), tuple(op_types), tuple(ranks), tuple(costs))
 
@@ -109,7 +110,9 @@ def _layered_edges(num_nodes: int, rng: np.random.Generator) -> list[tuple[int, 
     return sorted(edges)
 
 
-def _series_parallel_edges(num_nodes: int, rng: np.random.Generator, p_series: float = 0.6) -> list[tuple[int, int]]:
+def _series_parallel_edges(
+    num_nodes: int, rng: np.random.Generator, p_series: float = 0.6
+) -> list[tuple[int, int]]:
     """A two-terminal series-parallel DAG grown from ``0 -> 1`` by series and parallel node insertions."""
     edges = [(0, 1)]
     for w in range(2, num_nodes):
@@ -153,7 +156,7 @@ def random_dag(
         raise UnknownNameError("synthetic graph kind", kind, KINDS)
     n = int(rng.integers(30, 221)) if num_nodes is None else int(num_nodes)
     if n < 2:
-        raise ConfigError(f"a synthetic graph needs num_nodes >= 2 (an input and an output), got {num_nodes}")
+        raise ConfigError(f"a synthetic graph needs num_nodes >= 2 (an input and an output), got {n}")
     edges = _layered_edges(n, rng) if kind == "layered" else _series_parallel_edges(n, rng)
     m = int(rng.integers(len(stats.models)))
     rows = rng.integers(len(stats.op_types[m]), size=n)
@@ -177,7 +180,13 @@ def random_dag(
         out_shapes=[(1,) * int(stats.ranks[m][r]) for r in rows],
         nodes=nodes,
         edges=[(u, v, int(out_bytes[u])) for u, v in edges],
-        meta={"name": label, "version": 0, "synthetic": kind, "stats_model": stats.models[m], "cost_scale": scale},
+        meta={
+            "name": label,
+            "version": 0,
+            "synthetic": kind,
+            "stats_model": stats.models[m],
+            "cost_scale": scale,
+        },
     )
 
 
@@ -193,6 +202,42 @@ def _factor(rng: np.random.Generator, low: float = SPEED_SCALE[0], high: float =
     return float(np.exp(rng.uniform(np.log(low), np.log(high))))
 
 
+def restrict_platform(platform: Platform, devices: Sequence[int]) -> Platform:
+    """``platform`` with only the given devices (indices, the host among them) and their links.
+
+    Raises:
+        ConfigError: If ``devices`` is empty, repeats an index, leaves out the host or names no device.
+    """
+    keep = sorted(int(i) for i in devices)
+    if not keep or len(set(keep)) != len(keep) or not all(0 <= i < platform.num_devices for i in keep):
+        raise ConfigError(
+            f"devices {list(devices)} must be distinct indices into the {platform.num_devices} devices of "
+            f"{platform.name!r}"
+        )
+    if platform.host not in keep:
+        raise ConfigError(f"devices {keep} leave out the host (device {platform.host}) of {platform.name!r}")
+    return Platform(
+        name=platform.name,
+        description=platform.description,
+        devices=tuple(platform.devices[i] for i in keep),
+        links={
+            (a, b): platform.links[(i, j)] for a, i in enumerate(keep) for b, j in enumerate(keep) if i != j
+        },
+        host=keep.index(platform.host),
+        sources=platform.sources,
+    )
+
+
+def random_devices(platform: Platform, rng: np.random.Generator) -> list[int]:
+    """A random subset of at least two of ``platform``'s devices, the host always in it (all of them for
+    a platform of two or fewer)."""
+    if platform.num_devices <= 2:
+        return list(range(platform.num_devices))
+    others = [i for i in range(platform.num_devices) if i != platform.host]
+    count = int(rng.integers(1, len(others) + 1))
+    return sorted([platform.host, *(int(i) for i in rng.choice(others, size=count, replace=False))])
+
+
 def perturb_platform(platform: Platform, rng: np.random.Generator, *, subset: bool = True) -> Platform:
     """A random platform around ``platform``: every device's peak FLOP/s, memory bandwidth, memory,
     launch and invoke overheads, and every link's bandwidth and latency, multiplied by independent
@@ -202,20 +247,15 @@ def perturb_platform(platform: Platform, rng: np.random.Generator, *, subset: bo
     Args:
         platform: A built-in or user platform (its memory may be relative: fractions are scaled too).
         rng: Source of all randomness.
-        subset: Keep a random subset of at least two devices (the host always kept) when the platform
-            has more than two.
+        subset: First keep a random subset of its devices (:func:`random_devices`).
 
     Returns:
         A new platform named ``<name>~perturbed``; the input is unchanged.
     """
-    keep = list(range(platform.num_devices))
-    if subset and platform.num_devices > 2:
-        others = [i for i in keep if i != platform.host]
-        count = int(rng.integers(1, len(others) + 1))
-        keep = sorted([platform.host, *(int(i) for i in rng.choice(others, size=count, replace=False))])
+    if subset:
+        platform = restrict_platform(platform, random_devices(platform, rng))
     devices = []
-    for i in keep:
-        d = platform.devices[i]
+    for d in platform.devices:
         devices.append(
             dataclasses.replace(
                 d,
@@ -225,24 +265,22 @@ def perturb_platform(platform: Platform, rng: np.random.Generator, *, subset: bo
                 invoke_overhead=d.invoke_overhead * _factor(rng),
                 memory_bytes=None if d.memory_bytes is None else int(d.memory_bytes * _factor(rng)),
                 memory_fraction=None if d.memory_fraction is None else d.memory_fraction * _factor(rng),
-                op_efficiency={k: v * _factor(rng, high=min(2.0, 1.0 / v)) for k, v in d.op_efficiency.items()},
+                op_efficiency={
+                    k: v * _factor(rng, high=min(2.0, 1.0 / v)) for k, v in d.op_efficiency.items()
+                },
             )
         )
     links, pair_factors = {}, {}
-    for a, i in enumerate(keep):
-        for b, j in enumerate(keep):
-            if i == j:
-                continue
-            # one draw per device pair, applied to both directions' own figures
-            lat, bw, blk = pair_factors.setdefault(frozenset((a, b)), (_factor(rng), _factor(rng), _factor(rng)))
-            link = platform.links[(i, j)]
-            blocked = None if link.blocked_bandwidth is None else link.blocked_bandwidth * blk
-            links[(a, b)] = Link(link.latency * lat, link.bandwidth * bw, blocked)
+    for (a, b), link in sorted(platform.links.items()):
+        # one draw per device pair, applied to both directions' own figures
+        lat, bw, blk = pair_factors.setdefault(frozenset((a, b)), (_factor(rng), _factor(rng), _factor(rng)))
+        blocked = None if link.blocked_bandwidth is None else link.blocked_bandwidth * blk
+        links[(a, b)] = Link(link.latency * lat, link.bandwidth * bw, blocked)
     return Platform(
         name=f"{platform.name}~perturbed",
         description=f"random perturbation of {platform.name} (placement_gym.synthetic.perturb_platform)",
         devices=tuple(devices),
         links=links,
-        host=keep.index(platform.host),
+        host=platform.host,
         sources=platform.sources,
     )

@@ -20,6 +20,8 @@ from placement_gym.synthetic import (
     perturb_platform,
     random_benchmark,
     random_dag,
+    random_devices,
+    restrict_platform,
 )
 
 STATS = OpCostStats(
@@ -96,10 +98,24 @@ def test_synthetic_benchmark_on_a_perturbed_platform_is_a_simulated_problem(tiny
     rng = np.random.default_rng(1)
     stats = op_cost_stats(["tiny_cnn"])
     problem = PlacementProblem.make(
-        random_benchmark(stats, rng, kind="layered", num_nodes=25), perturb_platform(load_platform("multi-accel"), rng)
+        random_benchmark(stats, rng, kind="layered", num_nodes=25),
+        perturb_platform(load_platform("multi-accel"), rng),
     )
     assert problem.num_groups == 25
     placements = rng.integers(problem.num_devices, size=(4, 25))
     lat = [e.latency for e in problem.evaluate_batch(placements)]
     assert all(np.isfinite(lat)) and problem.evaluations == 4
     assert np.isfinite(problem.baseline.latency)
+
+
+def test_restrict_platform_keeps_the_host_and_the_links_between_kept_devices():
+    base = load_platform("multi-accel")
+    p = restrict_platform(base, [0, 3])
+    assert [d.name for d in p.devices] == [base.devices[0].name, base.devices[3].name]
+    assert p.links[(0, 1)] == base.links[(0, 3)] and p.host == 0
+    with pytest.raises(ConfigError, match="host"):
+        restrict_platform(base, [1, 2])
+    with pytest.raises(ConfigError, match="distinct"):
+        restrict_platform(base, [0, 0])
+    counts = {len(random_devices(base, np.random.default_rng(s))) for s in range(40)}
+    assert counts == {2, 3, 4}
