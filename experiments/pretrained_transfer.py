@@ -1,4 +1,4 @@
-"""Zero-shot transfer of the pretrained SB3 policies (issue #22): held-out families and the leave-one-out suite.
+"""Zero-shot transfer of the pretrained SB3 policies (issue #22): held-out families, leave-one-out suite.
 
 For every (task, method spec, seed) the method places the simulated, fused task with ``--budget``
 evaluations on that task only; pretraining is not counted in the budget and is reported beside each
@@ -99,7 +99,7 @@ def table(rows: list[dict], ours: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", action="store_true", help="the 12 suite tasks (leave-one-model-out policies)")
+    parser.add_argument("--suite", action="store_true", help="the 12 suite tasks (leave-one-out policies)")
     parser.add_argument("--models", nargs="*", help="default: the held-out families (or the suite's models)")
     parser.add_argument("--platforms", nargs="*", help="default: the held-out (or suite) platforms")
     parser.add_argument("--methods", nargs="+", default=list(HELD_OUT_METHODS))
@@ -127,9 +127,8 @@ def main(argv: list[str] | None = None) -> None:
                         with path.open("a") as f:
                             f.write(json.dumps(rows[-1]) + "\n")
                         print(json.dumps({k: v for k, v in rows[-1].items() if k != "placement"}), flush=True)
-    chosen = [r for r in rows if r["budget"] == args.budget and (r["model"], r["platform"]) in {
-        (m, p) for m in models for p in platforms
-    }]
+    tasks = {(m, p) for m in models for p in platforms}
+    chosen = [r for r in rows if r["budget"] == args.budget and (r["model"], r["platform"]) in tasks]
     text = table(chosen, args.ours) + f"\n\nload average at the end: {os.getloadavg()}"
     print(text)
     (out / f"table-{args.budget}.md").write_text(text + "\n")

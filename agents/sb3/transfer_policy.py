@@ -170,16 +170,22 @@ class PairScoringHead(nn.Module):
 
     def __init__(self, extractor: DeviceFreeExtractor, pi_arch: list[int], vf_arch: list[int]) -> None:
         super().__init__()
+        if not pi_arch:
+            raise PlacementGymError("the pair MLP needs at least one hidden layer (net_arch pi=[...])")
         self.n, self.d, self.h = extractor.max_nodes, extractor.num_devices, extractor.hidden
         self.c = extractor.context_dim
-        self.pi_body, pi_out = _mlp(self.h + self.c + _NDF + _DF + 1, pi_arch)
+        # The first layer on [h_g, context, pair features] is split into a per-group part and a per-pair
+        # part (the same linear map), so the wide group inputs are not repeated D times.
+        self.group_in = nn.Linear(self.h + self.c, pi_arch[0])
+        self.pair_in = nn.Linear(_NDF + _DF + 1, pi_arch[0], bias=False)
+        self.pi_body, pi_out = _mlp(pi_arch[0], pi_arch[1:])
         self.logit = nn.Linear(pi_out, 1)
         self.vf_body, self.latent_dim_vf = _mlp(self.c, vf_arch)
         self.latent_dim_pi = self.n * self.d
-        for body in (self.pi_body, self.vf_body):
-            for layer in body:
-                if isinstance(layer, nn.Linear):
-                    nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+        for layer in (self.group_in, self.pair_in, *self.pi_body, *self.vf_body):
+            if isinstance(layer, nn.Linear):
+                nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+                if layer.bias is not None:
                     nn.init.zeros_(layer.bias)
         nn.init.orthogonal_(self.logit.weight, gain=0.01)  # near-uniform initial policy
         nn.init.zeros_(self.logit.bias)
@@ -203,17 +209,11 @@ class PairScoringHead(nn.Module):
         """Logits ``(B, N * D)``, group-major (action ``g * D + d``); padding groups at -1e8."""
         nodes, mask, ctx, ndf, df, place = self.split(features)
         b, n, d = place.shape
-        pair = torch.cat(
-            [
-                nodes.unsqueeze(2).expand(b, n, d, self.h),
-                ctx.reshape(b, 1, 1, -1).expand(b, n, d, self.c),
-                ndf,
-                df.unsqueeze(1).expand(b, n, d, _DF),
-                place.unsqueeze(-1),
-            ],
-            dim=-1,
-        )  # (B, N, D, H + C + 9)
-        logits = self.logit(self.pi_body(pair)).squeeze(-1)  # (B, N, D)
+        group = self.group_in(torch.cat([nodes, ctx.unsqueeze(1).expand(b, n, self.c)], dim=-1))  # (B, N, W)
+        pair_inputs = [ndf, df.unsqueeze(1).expand(b, n, d, _DF), place.unsqueeze(-1)]
+        pair = self.pair_in(torch.cat(pair_inputs, dim=-1))  # (B, N, D, W)
+        hidden = torch.relu(group.unsqueeze(2) + pair)  # (B, N, D, W)
+        logits = self.logit(self.pi_body(hidden)).squeeze(-1)  # (B, N, D)
         logits = torch.where(mask.unsqueeze(-1), logits, torch.full_like(logits, _PAD_LOGIT))
         return logits.reshape(b, n * d)
 
