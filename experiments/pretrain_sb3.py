@@ -48,6 +48,7 @@ from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementImproveEnv
+from placement_gym.moves import move_sets
 from placement_gym.errors import ConfigError
 from placement_gym.platforms import load_platform
 from placement_gym.problem import PlacementProblem
@@ -85,17 +86,27 @@ def draw_tasks(
     return problems
 
 
-def make_envs(problems: list[PlacementProblem], rng: np.random.Generator, max_steps: int) -> DummyVecEnv:
-    """One improvement env per problem, padded to the chunk's largest graph, each from a random start."""
+def make_envs(
+    problems: list[PlacementProblem], rng: np.random.Generator, max_steps: int, moves: tuple[str, ...]
+) -> DummyVecEnv:
+    """One improvement env per problem, padded to the chunk's largest graph and move sets, each from a
+    random start."""
     n = max(p.num_groups for p in problems)
     e = max(p.coarse.graph.num_edges for p in problems)
+    pad: dict[str, int] = {}
+    if moves != ("single",):
+        sets = [move_sets(p.cost_model(), moves) for p in problems]
+        pad["max_moves"] = n + max(len(m) - p.num_groups for (m, _), p in zip(sets, problems, strict=True))
+        pad["max_move_size"] = max(int(m.sum(1).max()) for m, _ in sets)
     envs = [
         DevicePlacementImproveEnv(
             problem=p,
             start=STARTS[int(rng.integers(len(STARTS)))],
+            moves=moves,
             max_steps=max_steps,
             max_nodes=n,
             max_edges=e,
+            **pad,
         )
         for p in problems
     ]
@@ -116,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=512, help="env steps per set of tasks (one PPO update)")
     parser.add_argument("--max-steps", type=int, default=32, help="moves per episode")
+    parser.add_argument("--moves", default="single,class,branch", help="move kinds of the improvement env")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ship", help="write the policy in the safe format to this folder and stop")
     args = parser.parse_args(argv)
@@ -145,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         "n_envs": args.n_envs,
         "chunk": args.chunk,
         "max_steps": args.max_steps,
+        "moves": args.moves,
         "seed": args.seed,
         "arch": DEFAULT_ARCH,
         "ppo": PPO_KWARGS,
@@ -161,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         rng = np.random.default_rng([args.seed, progress["chunks"]])
         problems = draw_tasks(rng, models, stats, args.synthetic, args.n_envs, args.platforms)
-        vec_env = make_envs(problems, rng, args.max_steps)
+        vec_env = make_envs(problems, rng, args.max_steps, tuple(progress["moves"].split(",")))
         model = MaskablePPO(
             PairScoringPolicy,
             vec_env,

@@ -7,7 +7,8 @@ platforms. Its weights fit any graph and any device count, so it places a task i
 builds the improvement env of the target problem, loads the weights into a policy built for its spaces,
 optionally fine-tunes it with MaskablePPO for ``fine_tune`` evaluations, then rolls the policy out
 (sampling its moves) until the budget is spent, each episode
-starting from the best placement found so far (the first from HEFT). Every evaluation on the target task
+starting from the best placement found so far (the first from HEFT, the second from the best single
+device when that is faster). Every evaluation on the target task
 counts against the budget, fine-tuning included; pretraining does not, and is reported in the result's
 ``extra["pretraining"]`` (its env steps, evaluations, wall and CPU seconds, cores, command).
 
@@ -173,7 +174,8 @@ class PretrainedPPO(PlacementMethod):
         path = resolve_policy(self.policy, problem.benchmark.name)
         state, meta = load_policy(path)
         steps = self.episode or min(problem.num_groups, 64)
-        improve = DevicePlacementImproveEnv(problem=problem, start="heft", max_steps=steps)
+        moves = meta.get("training", {}).get("moves", "single")
+        improve = DevicePlacementImproveEnv(problem=problem, start="heft", moves=moves, max_steps=steps)
         model = MaskablePPO(
             PairScoringPolicy,
             DummyVecEnv([lambda: Monitor(improve)]),
@@ -206,15 +208,18 @@ class PretrainedPPO(PlacementMethod):
     def _rollouts(
         self, env: DevicePlacementImproveEnv, model: MaskablePPO, tracker: BudgetTracker, seed: int
     ) -> None:
-        """Roll the policy out until the budget is spent; each episode starts from the best placement."""
-        episode = 0
+        """Roll the policy out until the budget is spent; each episode starts from the best placement so
+        far, the first from HEFT, the second from the best single device when that is faster."""
+        problem, episode, start = tracker.problem, 0, None  # None: the env's start, HEFT
         while tracker.remaining and tracker.remaining > 1:
-            best = tracker.best_placement
-            options = None if best is None else {"placement": best}
-            obs, _ = env.reset(seed=seed + episode, options=options)
+            obs, info = env.reset(seed=seed + episode, options=None if start is None else {"placement": start})
             episode += 1
+            if episode == 1 and problem.has_baseline and problem.baseline.latency < info["latency"]:
+                start = problem.baseline_placement
+                continue
             truncated = False
             while not truncated and tracker.remaining:
                 masks = env.action_masks()
                 action, _ = model.predict(obs, deterministic=self.deterministic, action_masks=masks)
                 obs, _, _, truncated, _ = env.step(int(action))
+            start = tracker.best_placement

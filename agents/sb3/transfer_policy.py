@@ -9,14 +9,17 @@ pretrained policy that transfers to any platform (GiPH, Hu et al., MLSys 2023: "
   on now, the mean and minimum of its per-device features over the platform, and the transfer cost of its
   currently cut in- and out-edges (:class:`DeviceFreeExtractor`);
 * GraphSAGE message passing (residual) gives each group an embedding ``h_g``, pooled into a context;
-* the logit of moving group ``g`` to device ``d`` is one MLP applied to ``[h_g, context, per-(g, d)
-  features, descriptor of d, g is on d]``, shared by all pairs (:class:`PairScoringHead`); the value is
-  an MLP of the context.
+* a move set ``m`` (a group alone, or with ``moves=`` besides ``"single"`` a twin class, a segment, a
+  fork-join branch: ``move_members``) is described by the mean over its groups of their embeddings and of
+  their per-device features, the share of its groups on each device, and its kind;
+* the logit of sending set ``m`` to device ``d`` is one MLP applied to ``[set embedding, context, kind,
+  per-(set, d) features, descriptor of d, share of the set on d]``, shared by all pairs
+  (:class:`PairScoringHead`); the value is an MLP of the context.
 
 Only tensor shapes depend on ``N`` and ``D``, never a weight: a ``state_dict`` trained on one set of
 spaces loads into the policy built for any other (:func:`transfer_weights`). The observation must be
 that of :class:`~placement_gym.envs.DevicePlacementImproveEnv` (device-aware keys and ``placement``),
-the action ``Discrete(N * D)``; it is used with sb3-contrib's ``MaskablePPO``.
+the action ``Discrete(M * D)``; it is used with sb3-contrib's ``MaskablePPO``.
 """
 
 from __future__ import annotations
@@ -49,14 +52,17 @@ KEYS = (
 )
 _PAD_LOGIT = -1e8  # as sb3-contrib's masking: finite, so entropies stay finite
 _NDF, _DF = 3, 5  # per-(group, device) and per-device feature widths of the device-aware observation
+_KINDS = 4  # move kinds: single, class, segment, branch (``move_kind``)
 
 
 class DeviceFreeExtractor(BaseFeaturesExtractor):
     """GNN over the ``D``-free group inputs; passes the per-pair features through for the head.
 
-    Output layout (flat, per sample): node embeddings ``(N, H)``, node mask ``(N,)``, context ``(C,)``
-    with ``C = 2H + K`` (mean and max pool, and the ``K`` entries of ``episode`` when the observation has
-    it), per-(group, device) features ``(N, D, 3)``, device descriptors ``(D, 5)``, placement ``(N, D)``.
+    Output layout (flat, per sample), for the ``M`` move sets (``M = N``, the groups, without
+    ``move_members``): set embeddings ``(M, H)``, set mask ``(M,)`` (1 for non-empty sets), context
+    ``(C,)`` with ``C = 2H + K`` (mean and max pool, and the ``K`` entries of ``episode`` when the
+    observation has it), set kinds ``(M, 4)``, per-(set, device) features ``(M, D, 3)``, device
+    descriptors ``(D, 5)``, share of each set on each device ``(M, D)``.
 
     Args:
         observation_space: The improvement env's ``Dict`` observation space.
@@ -79,10 +85,12 @@ class DeviceFreeExtractor(BaseFeaturesExtractor):
         n, f = observation_space["node_features"].shape
         d = observation_space["placement"].shape[1]
         k = observation_space["episode"].shape[0] if "episode" in observation_space.spaces else 0
+        self.sets = "move_members" in observation_space.spaces
+        m = observation_space["move_members"].shape[0] if self.sets else n
         context = 2 * hidden + k
-        dim = n * hidden + n + context + n * d * (_NDF + 1) + d * _DF
+        dim = m * hidden + m + context + m * _KINDS + m * d * (_NDF + 1) + d * _DF
         super().__init__(observation_space, features_dim=dim)
-        self.max_nodes, self.num_devices, self.hidden = n, d, hidden
+        self.max_nodes, self.num_moves, self.num_devices, self.hidden = n, m, d, hidden
         self.node_dim, self.context_dim, self.episode_dim = hidden, context, k
         self.input = nn.Linear(f + 2 * _NDF + _NDF + _DF + 2, hidden)
         self.convs = nn.ModuleList(SAGEConv(hidden, hidden) for _ in range(layers))
@@ -143,17 +151,35 @@ class DeviceFreeExtractor(BaseFeaturesExtractor):
         mask = obs["node_mask"] > 0.5  # (B, N)
         nodes = torch.zeros(b * n, self.hidden, dtype=h.dtype, device=h.device)
         nodes[mask.reshape(-1)] = h
+        nodes = nodes.reshape(b, n, self.hidden)
+        ndf, place = obs["node_device_features"], obs["placement"]
+        if self.sets:  # mean over each set's members: a (B, M, N) averaging matrix
+            members = obs["move_members"].long()  # (B, M, S), -1 padding
+            valid = members >= 0
+            index = torch.where(valid, members, torch.full_like(members, n))
+            share = torch.zeros(b, members.shape[1], n + 1, dtype=h.dtype, device=h.device)
+            share = share.scatter_add_(2, index, valid.to(h.dtype))[..., :n]  # (B, M, N)
+            count = share.sum(-1, keepdim=True)  # (B, M, 1)
+            share = share / count.clamp(min=1.0)
+            set_mask, kinds = count.squeeze(-1) > 0, obs["move_kind"]
+            nodes, place = share @ nodes, share @ place  # (B, M, H), (B, M, D)
+            ndf = (share @ ndf.reshape(b, n, -1)).reshape(b, -1, self.num_devices, _NDF)  # (B, M, D, 3)
+        else:
+            set_mask = mask
+            kinds = torch.zeros(b, n, _KINDS, dtype=h.dtype, device=h.device)
+            kinds[..., 0] = mask.to(h.dtype)
         parts = [global_mean_pool(h, graph.batch, size=b), global_max_pool(h, graph.batch, size=b)]
         if self.episode_dim:
             parts.append(obs["episode"])
         return torch.cat(
             [
                 nodes.reshape(b, -1),
-                mask.to(h.dtype),
+                set_mask.to(h.dtype),
                 *parts,
-                obs["node_device_features"].reshape(b, -1),
+                kinds.reshape(b, -1),
+                ndf.reshape(b, -1),
                 obs["device_features"].reshape(b, -1),
-                obs["placement"].reshape(b, -1),
+                place.reshape(b, -1),
             ],
             dim=-1,
         )
@@ -172,11 +198,11 @@ class PairScoringHead(nn.Module):
         super().__init__()
         if not pi_arch:
             raise PlacementGymError("the pair MLP needs at least one hidden layer (net_arch pi=[...])")
-        self.n, self.d, self.h = extractor.max_nodes, extractor.num_devices, extractor.hidden
+        self.n, self.d, self.h = extractor.num_moves, extractor.num_devices, extractor.hidden
         self.c = extractor.context_dim
         # The first layer on [h_g, context, pair features] is split into a per-group part and a per-pair
         # part (the same linear map), so the wide group inputs are not repeated D times.
-        self.group_in = nn.Linear(self.h + self.c, pi_arch[0])
+        self.group_in = nn.Linear(self.h + self.c + _KINDS, pi_arch[0])
         self.pair_in = nn.Linear(_NDF + _DF + 1, pi_arch[0], bias=False)
         self.pi_body, pi_out = _mlp(pi_arch[0], pi_arch[1:])
         self.logit = nn.Linear(pi_out, 1)
@@ -191,28 +217,29 @@ class PairScoringHead(nn.Module):
         nn.init.zeros_(self.logit.bias)
 
     def split(self, features: Tensor) -> tuple[Tensor, ...]:
-        """Node embeddings, mask, context, per-pair features, device descriptors, placement."""
+        """Set embeddings, mask, context, kinds, per-pair features, device descriptors, shares."""
         n, d, h, c = self.n, self.d, self.h, self.c
-        sizes = [n * h, n, c, n * d * _NDF, d * _DF, n * d]
-        nodes, mask, ctx, ndf, df, place = torch.split(features, sizes, dim=1)
+        sizes = [n * h, n, c, n * _KINDS, n * d * _NDF, d * _DF, n * d]
+        nodes, mask, ctx, kinds, ndf, df, place = torch.split(features, sizes, dim=1)
         b = features.shape[0]
         return (
             nodes.reshape(b, n, h),
             mask > 0.5,
             ctx,
+            kinds.reshape(b, n, _KINDS),
             ndf.reshape(b, n, d, _NDF),
             df.reshape(b, d, _DF),
             place.reshape(b, n, d),
         )
 
     def forward_actor(self, features: Tensor) -> Tensor:
-        """Logits ``(B, N * D)``, group-major (action ``g * D + d``); padding groups at -1e8."""
-        nodes, mask, ctx, ndf, df, place = self.split(features)
+        """Logits ``(B, M * D)``, set-major (action ``m * D + d``); empty (padding) sets at -1e8."""
+        nodes, mask, ctx, kinds, ndf, df, place = self.split(features)
         b, n, d = place.shape
-        group = self.group_in(torch.cat([nodes, ctx.unsqueeze(1).expand(b, n, self.c)], dim=-1))  # (B, N, W)
+        group = self.group_in(torch.cat([nodes, ctx.unsqueeze(1).expand(b, n, self.c), kinds], dim=-1))
         pair_inputs = [ndf, df.unsqueeze(1).expand(b, n, d, _DF), place.unsqueeze(-1)]
         pair = self.pair_in(torch.cat(pair_inputs, dim=-1))  # (B, N, D, W)
-        hidden = torch.relu(group.unsqueeze(2) + pair)  # (B, N, D, W)
+        hidden = torch.relu(group.unsqueeze(2) + pair)  # (B, M, D, W)
         logits = self.logit(self.pi_body(hidden)).squeeze(-1)  # (B, N, D)
         logits = torch.where(mask.unsqueeze(-1), logits, torch.full_like(logits, _PAD_LOGIT))
         return logits.reshape(b, n * d)
@@ -234,17 +261,17 @@ def _mlp(in_dim: int, arch: list[int]) -> tuple[nn.Sequential, int]:
 
 class PairScoringPolicy(MaskableActorCriticPolicy):
     """sb3-contrib ``MaskableActorCriticPolicy`` with :class:`DeviceFreeExtractor` and
-    :class:`PairScoringHead`; action ``Discrete(N * D)`` (move group ``a // D`` to device ``a % D``).
+    :class:`PairScoringHead`; action ``Discrete(M * D)`` (send set ``a // D`` to device ``a % D``).
 
     Args:
         observation_space: The improvement env's ``Dict`` observation space.
-        action_space: ``Discrete(N * D)``.
+        action_space: ``Discrete(M * D)``.
         lr_schedule: Learning-rate schedule.
         net_arch: Hidden widths of the heads: a list (both) or ``{"pi": [...], "vf": [...]}``.
         **kwargs: Other policy arguments (``features_extractor_kwargs``: ``hidden``, ``layers``).
 
     Raises:
-        PlacementGymError: If the action space is not ``Discrete(N * D)`` for the observation.
+        PlacementGymError: If the action space is not ``Discrete(M * D)`` for the observation.
     """
 
     def __init__(
@@ -256,9 +283,11 @@ class PairScoringPolicy(MaskableActorCriticPolicy):
         **kwargs: Any,
     ) -> None:
         n, d = observation_space["placement"].shape
+        if "move_members" in observation_space.spaces:
+            n = observation_space["move_members"].shape[0]
         if not (isinstance(action_space, spaces.Discrete) and action_space.n == n * d):
             raise PlacementGymError(
-                f"action space {action_space} is not Discrete({n} * {d}) (group, device moves)"
+                f"action space {action_space} is not Discrete({n} * {d}) (move set, device)"
             )
         kwargs["features_extractor_class"] = DeviceFreeExtractor
         kwargs["ortho_init"] = False  # initialisation is explicit

@@ -83,3 +83,30 @@ def test_refuses_a_placement_action_space():
     obs, _ = _spaces(4, 4, 2)
     with pytest.raises(PlacementGymError, match="Discrete"):
         PairScoringPolicy(obs, spaces.MultiDiscrete([2] * 4), lambda _: 1e-3)
+
+
+def test_move_sets_score_each_set_and_share_the_weights_of_single_moves():
+    n, e, d, m, s = 6, 8, 3, 9, 3
+    obs_space, _ = _spaces(n, e, d)
+    obs_space = spaces.Dict(
+        {
+            **obs_space.spaces,
+            "move_members": spaces.Box(-1, n - 1, (m, s), np.int64),
+            "move_kind": spaces.Box(0.0, 1.0, (m, 4), np.float32),
+        }
+    )
+    policy = PairScoringPolicy(
+        obs_space, spaces.Discrete(m * d), lambda _: 1e-3, features_extractor_kwargs={"hidden": 16, "layers": 2}
+    )
+    transfer_weights(_policy(6, 8, 3).state_dict(), policy)  # the same weights as single moves
+    obs = _obs(n, e, d, groups=4, seed=2)
+    members = -np.ones((m, s))
+    members[:4, 0] = np.arange(4)  # the 4 groups alone, sets 4, 5 padding singles, then two real sets
+    members[6, :2], members[7, :3] = [0, 1], [1, 2, 3]
+    kinds = np.zeros((m, 4))
+    kinds[:4, 0], kinds[6:8, 1] = 1, 1
+    obs["move_members"] = torch.as_tensor(members, dtype=torch.float32).unsqueeze(0)
+    obs["move_kind"] = torch.as_tensor(kinds, dtype=torch.float32).unsqueeze(0)
+    logits = policy.mlp_extractor.forward_actor(policy.extract_features(obs, policy.features_extractor))
+    rows = logits.reshape(m, d)
+    assert (rows[[4, 5, 8]] <= -1e7).all() and (rows[[0, 1, 2, 3, 6, 7]] > -1e7).all()
