@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=512, help="env steps per set of tasks (one PPO update)")
     parser.add_argument("--max-steps", type=int, default=32, help="moves per episode")
-    parser.add_argument("--moves", default="single,class,branch", help="move kinds of the improvement env")
+    parser.add_argument(
+        "--moves", default="single,class,segment,branch", help="move kinds of the improvement env"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ship", help="write the policy in the safe format to this folder and stop")
     args = parser.parse_args(argv)

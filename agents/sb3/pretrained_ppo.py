@@ -5,10 +5,16 @@ The policy is the device-free pair scorer of :mod:`agents.sb3.transfer_policy`, 
 (:class:`~placement_gym.envs.DevicePlacementImproveEnv`) over zoo models, synthetic DAGs and perturbed
 platforms. Its weights fit any graph and any device count, so it places a task it never saw: the method
 builds the improvement env of the target problem, loads the weights into a policy built for its spaces,
-optionally fine-tunes it with MaskablePPO for ``fine_tune`` evaluations, then rolls the policy out
-(sampling its moves) until the budget is spent, each episode
-starting from the best placement found so far (the first from HEFT, the second from the best single
-device when that is faster). Every evaluation on the target task
+optionally fine-tunes it with MaskablePPO for ``fine_tune`` evaluations, then spends the rest of the
+budget on one of two uses of the policy, both starting from the better of HEFT and the best single
+device:
+
+* ``search="rank"`` (default): the policy's logits rank the moves of the current placement; the moves
+  are evaluated in that order (a placement already evaluated is skipped) and the first faster one is
+  taken, until the budget is spent or no move improves (a descent steered by the policy, as
+  ``guided_improvement`` is steered by its supervised scorer);
+* ``search="sample"``: episodes of the MDP with moves sampled from the policy, each restarting from the
+  best placement so far. Every evaluation on the target task
 counts against the budget, fine-tuning included; pretraining does not, and is reported in the result's
 ``extra["pretraining"]`` (its env steps, evaluations, wall and CPU seconds, cores, command).
 
@@ -28,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS
 from placement_gym.envs import DevicePlacementImproveEnv
+from placement_gym.envs.observation import one_hot
 from placement_gym.errors import PlacementGymError, UnknownNameError
 
 #: Folder of the shipped policies.
@@ -59,6 +67,7 @@ PPO_KWARGS: dict[str, Any] = {
     "ent_coef": 0.01,
 }
 _FORMAT = 1
+SEARCHES = ("rank", "sample")
 _COST_KEYS = ("env_steps", "evaluations", "wall_s", "cpu_s", "cores", "load_1min", "models", "command")
 
 
@@ -142,7 +151,11 @@ class PretrainedPPO(PlacementMethod):
             else ``all``).
         fine_tune: Evaluations of MaskablePPO training on the target before the rollouts (0: zero-shot).
         episode: Moves per rollout episode (default: the number of groups, at most 64).
-        deterministic: Take the policy's most likely move instead of sampling it.
+        moves: Move kinds of the improvement env (comma-separated, see ``DevicePlacementImproveEnv``);
+            default: the ones the policy was pretrained with.
+        search: ``"rank"`` (evaluate moves in the policy's order, take the first improvement) or
+            ``"sample"`` (roll the policy out in the MDP).
+        deterministic: With ``search="sample"``, take the policy's most likely move instead of sampling.
         budget: Evaluations when :meth:`place` gets ``budget=None``.
     """
 
@@ -153,15 +166,19 @@ class PretrainedPPO(PlacementMethod):
         policy: str = "auto",
         fine_tune: int = 0,
         episode: int | None = None,
+        moves: str | None = None,
+        search: str = "rank",
         deterministic: bool = False,
         budget: int = 100,
     ) -> None:
+        if search not in SEARCHES:
+            raise UnknownNameError("pretrained_ppo search", str(search), SEARCHES)
         if isinstance(fine_tune, bool) or not isinstance(fine_tune, int) or fine_tune < 0:
             raise PlacementGymError(f"fine_tune={fine_tune!r} must be a number of evaluations >= 0")
         if episode is not None and (not isinstance(episode, int) or episode < 1):
             raise PlacementGymError(f"episode={episode!r} must be a number of moves >= 1")
-        self.policy, self.fine_tune, self.episode = policy, fine_tune, episode
-        self.deterministic, self.budget = bool(deterministic), budget
+        self.policy, self.fine_tune, self.episode, self.search = policy, fine_tune, episode, search
+        self.deterministic, self.budget, self.moves = bool(deterministic), budget, moves
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         problem = tracker.problem
@@ -174,7 +191,7 @@ class PretrainedPPO(PlacementMethod):
         path = resolve_policy(self.policy, problem.benchmark.name)
         state, meta = load_policy(path)
         steps = self.episode or min(problem.num_groups, 64)
-        moves = meta.get("training", {}).get("moves", "single")
+        moves = self.moves or meta.get("training", {}).get("moves", "single")
         improve = DevicePlacementImproveEnv(problem=problem, start="heft", moves=moves, max_steps=steps)
         model = MaskablePPO(
             PairScoringPolicy,
@@ -195,7 +212,10 @@ class PretrainedPPO(PlacementMethod):
             if self.fine_tune:
                 model.learn(total_timesteps=10 * self.fine_tune, callback=_StopAt(tracker, self.fine_tune))
             tuned = tracker.used
-            self._rollouts(improve, model, tracker, seed)
+            if self.search == "rank":
+                self._ranked_descent(improve, model, tracker)
+            else:
+                self._rollouts(improve, model, tracker, seed)
         finally:
             torch.set_num_threads(threads)
         training = meta.get("training", {})
@@ -212,7 +232,8 @@ class PretrainedPPO(PlacementMethod):
         far, the first from HEFT, the second from the best single device when that is faster."""
         problem, episode, start = tracker.problem, 0, None  # None: the env's start, HEFT
         while tracker.remaining and tracker.remaining > 1:
-            obs, info = env.reset(seed=seed + episode, options=None if start is None else {"placement": start})
+            options = None if start is None else {"placement": start}
+            obs, info = env.reset(seed=seed + episode, options=options)
             episode += 1
             if episode == 1 and problem.has_baseline and problem.baseline.latency < info["latency"]:
                 start = problem.baseline_placement
@@ -223,3 +244,56 @@ class PretrainedPPO(PlacementMethod):
                 action, _ = model.predict(obs, deterministic=self.deterministic, action_masks=masks)
                 obs, _, _, truncated, _ = env.step(int(action))
             start = tracker.best_placement
+
+    def _start(self, env: DevicePlacementImproveEnv, tracker: BudgetTracker) -> tuple[dict, float]:
+        """Reset from HEFT, or from the best single device when it is faster: observation and latency."""
+        problem = tracker.problem
+        obs, info = env.reset(seed=0)
+        if problem.has_baseline and problem.baseline.latency < info["latency"] and tracker.remaining:
+            obs, info = env.reset(seed=0, options={"placement": problem.baseline_placement})
+        return obs, float(info["latency"])
+
+    def _ranked_descent(
+        self, env: DevicePlacementImproveEnv, model: MaskablePPO, tracker: BudgetTracker
+    ) -> None:
+        """First-improvement descent over the moves in the order of the policy's logits."""
+        obs, latency = self._start(env, tracker)
+        start = latency
+        current, d = env.placement.copy(), env.num_devices
+        sets = obs.get("move_members")  # (M, S) groups of each set, -1 padding; None: single moves
+        tried = {current.tobytes()}
+        steps = 0
+        while tracker.remaining:
+            env.placement = current  # for its masks of this placement
+            masks = env.action_masks()
+            with torch.no_grad():
+                tensor, _ = model.policy.obs_to_tensor(obs)
+                features = model.policy.extract_features(tensor, model.policy.features_extractor)
+                logits = model.policy.mlp_extractor.forward_actor(features)[0].numpy()
+            order = np.flatnonzero(masks)[np.argsort(-logits[masks], kind="stable")]
+            improved = False
+            for action in order:
+                s, device = divmod(int(action), d)
+                new = current.copy()
+                new[s if sets is None else sets[s][sets[s] >= 0]] = device
+                if new.tobytes() in tried:
+                    continue
+                tried.add(new.tobytes())
+                if not tracker.remaining:
+                    return
+                found, _ = tracker.evaluate(new)
+                if found < latency:
+                    current, latency, improved = new, found, True
+                    break
+            if not improved:
+                return  # no move of any set improves: a local optimum of the move kinds
+            steps += 1
+            obs = {
+                **obs,
+                "placement": one_hot(current, env.max_nodes, d),
+                "episode": np.clip(
+                    np.array([math.log(start / latency), math.log(start / latency), steps / env.max_steps]),
+                    -10.0,
+                    10.0,
+                ).astype(np.float32),
+            }
