@@ -58,15 +58,19 @@ def test_load_refuses_a_pickle_and_a_damaged_folder(tmp_path, policy_dir):
         load_policy(bad)
 
 
-@pytest.mark.parametrize("fine_tune", [0, 8])
-def test_places_within_the_budget_with_its_pretraining_cost(tiny_bert, policy_dir, fine_tune):
+@pytest.mark.parametrize(
+    ("fine_tune", "search", "moves"),
+    [(0, "rank", None), (8, "rank", None), (0, "sample", "single,class,segment,branch")],
+)
+def test_places_within_the_budget_with_its_pretraining_cost(tiny_bert, policy_dir, fine_tune, search, moves):
     problem = PlacementProblem.make(tiny_bert, "multi-accel", "simulated")
-    method = make_method("pretrained_ppo", policy=str(policy_dir), fine_tune=fine_tune)
+    kwargs = dict(policy=str(policy_dir), fine_tune=fine_tune, search=search, moves=moves)
+    method = make_method("pretrained_ppo", **kwargs)
     result = method.place(problem, budget=24, seed=0)
     assert result.evaluations <= 24 and np.isfinite(result.latency)
     assert result.extra["pretraining"]["command"] == "test"
     assert result.extra["fine_tune_evaluations"] >= fine_tune
-    again = make_method("pretrained_ppo", policy=str(policy_dir), fine_tune=fine_tune).place(
+    again = make_method("pretrained_ppo", **kwargs).place(
         PlacementProblem.make(tiny_bert, "multi-accel", "simulated"), budget=24, seed=0
     )
     assert again.latency == result.latency  # seeded
@@ -75,6 +79,8 @@ def test_places_within_the_budget_with_its_pretraining_cost(tiny_bert, policy_di
 def test_rejects_bad_arguments(tiny_bert, policy_dir):
     with pytest.raises(PlacementGymError, match="fine_tune"):
         make_method("pretrained_ppo", fine_tune=-1)
+    with pytest.raises(UnknownNameError, match="rank"):
+        make_method("pretrained_ppo", search="greedy")
     problem = PlacementProblem.make(tiny_bert, "cpu-igpu", "simulated")
     with pytest.raises(PlacementGymError, match="budget"):
         make_method("pretrained_ppo", policy=str(policy_dir), fine_tune=10).place(problem, budget=10)
