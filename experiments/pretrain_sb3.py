@@ -7,8 +7,10 @@ size for the whole chunk), all simulated. The chunk's envs are stepped together 
 batched policy call per step) for ``--chunk`` steps; then the next chunk's tasks are drawn. The policy's
 weights and optimiser state carry over from chunk to chunk
 (:func:`agents.sb3.transfer_policy.transfer_weights`: no weight depends on the graph size or the
-device count). Measured on one core (``taskset -c 0``, load 12-13, 1,024 steps on Inception-V3 / ResNet-50 /
-BERT on ``cpu-igpu``): 197 env steps per CPU second with one env, 242 with four (updates included).
+device count). Measured (updates and task building included): with single moves only, 197 env steps
+per CPU second with one env and 242 with four (``taskset -c 0``, load 12-13, 1,024 steps on the zoo
+models on ``cpu-igpu``); with all four move kinds (about 4.5 sets per group) 31-40 per CPU second with
+four envs (load 20-24).
 
 Leave-one-model-out: ``--exclude`` drops zoo models from training, graphs and op-cost statistics alike;
 the held-out families (:data:`placement_gym.HELD_OUT_MODELS`) are never used. ``model-parallel`` is not a
@@ -19,9 +21,10 @@ evaluations, wall and CPU seconds, cores, load) go to ``--out`` (checkpoints sta
 the same command continues. ``--ship DIR`` writes the current policy in the safe format
 (``weights.pt`` with tensors only, ``meta.json`` with its architecture, training command and cost).
 
-    nice -n 10 python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/all --steps 200000
+    nice -n 10 python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/all --synthetic 0.5 \
+        --steps 6000
     python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/all --ship agents/sb3/pretrained/all
-    python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/no-bert --exclude bert --steps 100000
+    python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/no-bert --exclude bert --steps 6000
     python -m experiments.pretrain_sb3 --out /work/data/rl-pretrain/untrained --steps 0 \
         --ship agents/sb3/pretrained/untrained          # the control: the initial weights
 """
@@ -32,7 +35,6 @@ import argparse
 import json
 import os
 import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,18 @@ def make_envs(
     return DummyVecEnv([lambda env=env: Monitor(env) for env in envs])
 
 
+def training_command(progress: dict[str, Any], out: Path) -> str:
+    """The command that trains the run of ``progress`` to where it is, every setting spelt out."""
+    excluded = [m for m in BENCHMARK_MODELS if m not in progress["models"]]
+    args = ["--out", str(out), "--steps", str(progress["env_steps"])]
+    args += ["--synthetic", str(progress["synthetic"]), "--moves", progress["moves"]]
+    args += ["--platforms", *progress["platforms"]]
+    args += ["--n-envs", str(progress["n_envs"]), "--chunk", str(progress["chunk"])]
+    args += ["--max-steps", str(progress["max_steps"]), "--seed", str(progress["seed"])]
+    args += ["--exclude", *excluded] if excluded else []
+    return "python -m experiments.pretrain_sb3 " + shlex.join(args)
+
+
 def _evaluations(problems: list[PlacementProblem]) -> int:
     return sum(p.evaluations + p.baseline_evaluations for p in problems)
 
@@ -122,7 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="checkpoint folder (outside git)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps in total")
     parser.add_argument("--exclude", nargs="*", default=[], help="zoo models left out (leave-one-out)")
-    parser.add_argument("--synthetic", type=float, default=0.5, help="share of synthetic graphs")
+    parser.add_argument(
+        "--synthetic",
+        type=float,
+        default=0.0,
+        help="share of synthetic graphs (default 0: no measurable zero-shot effect, docs/pretrained.md)",
+    )
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS))
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=512, help="env steps per set of tasks (one PPO update)")
@@ -168,9 +187,6 @@ def main(argv: list[str] | None = None) -> None:
     if progress_path.is_file():
         progress = json.loads(progress_path.read_text())
         state = torch.load(ckpt_path, weights_only=True) if ckpt_path.is_file() else None
-    progress["command"] = "python -m experiments.pretrain_sb3 " + shlex.join(
-        a for a in (argv if argv is not None else sys.argv[1:])
-    )
     stats = op_cost_stats(models)
     while state is None or (not args.ship and progress["env_steps"] < args.steps):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -220,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
     if args.ship:
-        save_policy(args.ship, state["policy"], progress)
+        save_policy(args.ship, state["policy"], {**progress, "command": training_command(progress, out)})
         print(f"wrote {args.ship}")
 
 
