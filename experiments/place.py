@@ -4,7 +4,12 @@ The policy is a folder written by ``SB3Method.save`` (``placement-gym train`` wr
 ``meta.json`` names the method and the padded spaces, so the model is padded the same way. The platform
 must have as many devices as the one the policy was trained for.
 
+Without ``--policy`` (or with a folder of :mod:`agents.sb3.pretrained_ppo`) the shipped pretrained
+policy places the model zero-shot on any platform, with ``--budget`` evaluations of its rollouts on
+this model (and ``--fine-tune`` of them spent training it first).
+
 Usage:
+    placement-gym place --model path/to/model.xml --platform cpu-igpu [--budget 100]
     placement-gym place --policy runs/multitask/ppo_gnn-s0/policy --model path/to/model.xml \\
         --platform cpu-igpu [--backend simulated] [--fine-tune 100] [--out placed.json]
 """
@@ -38,6 +43,61 @@ def policy_meta(folder: Path) -> dict[str, Any]:
         "max_edges": meta.padding("edge_mask"),
         "devices": meta.padding("placement", 1),
     }
+
+
+def place_pretrained(
+    policy: str,
+    model: str,
+    platform: str,
+    backend: str = "simulated",
+    fine_tune: int = 0,
+    seed: int = 0,
+    coarsening: str = "fused",
+    input_shapes: dict[str, list[int]] | None = None,
+    budget: int = 100,
+) -> dict[str, Any]:
+    """Place ``model`` on ``platform`` with a pretrained policy (:mod:`agents.sb3.pretrained_ppo`): its
+    rollouts spend ``budget`` evaluations on this model, the first ``fine_tune`` of them training it.
+
+    Returns:
+        The record of :func:`place` (``zero_shot_latency``: the best latency of the rollouts) with the
+        evaluations spent and the policy's pretraining cost.
+    """
+    from agents import make_method
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.problem import PlacementProblem
+
+    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
+    problem = PlacementProblem.make(source, platform, backend, coarsening=coarsening)
+    result = make_method("pretrained_ppo", policy=policy, fine_tune=fine_tune).place(problem, budget, seed)
+    record: dict[str, Any] = {
+        "policy": result.extra["policy"],
+        "model": problem.benchmark.name,
+        "platform": problem.platform.name,
+        "groups": problem.num_groups,
+        "zero_shot_latency": result.latency,
+        "baseline_latency": problem.baseline.latency if problem.has_baseline else None,
+        "placement": np.asarray(result.placement).tolist(),
+        "evaluations": result.evaluations,
+        "pretraining": result.extra["pretraining"],
+    }
+    if fine_tune > 0:
+        record.update(fine_tune_evaluations=fine_tune, fine_tuned_latency=result.latency)
+    return record
+
+
+def _is_pretrained(policy: Path | None) -> bool:
+    if policy is None:
+        return True
+    from agents.sb3.policy_file import MAX_META_BYTES
+    from placement_gym.files import parse_json, read_text
+
+    path = Path(policy) / "meta.json"
+    try:  # the bounded reader (placement_gym.files): a policy folder is user input
+        meta = parse_json(read_text(path, "policy file", MAX_META_BYTES), f"policy file {path}")
+    except PlacementGymError:
+        return False  # policy_meta says what is wrong with the folder
+    return isinstance(meta, dict) and meta.get("method") == "pretrained_ppo"
 
 
 def place(
@@ -107,7 +167,19 @@ def place(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from experiments.train import add_input_shape_argument
 
-    parser.add_argument("--policy", type=Path, required=True, help="a saved policy folder (SB3Method.save)")
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="a saved policy folder (SB3Method.save, or a pretrained_ppo policy); default: the shipped "
+        "pretrained policy (zero-shot on any model and platform)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=arguments.budget,
+        default=100,
+        help="evaluations of a pretrained policy's rollouts on this model (fine-tuning included)",
+    )
     parser.add_argument("--model", required=True, help="zoo model name, or an IR / ONNX file")
     parser.add_argument("--platform", required=True, help="platform name, or a .yaml file")
     parser.add_argument(
@@ -131,19 +203,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace) -> None:
     if args.fine_tune < 0:
         raise ConfigError(f"--fine-tune must be >= 0, got {args.fine_tune}")
-    record = place(
-        args.policy,
-        args.model,
-        args.platform,
-        args.backend,
-        args.fine_tune,
-        args.seed,
-        args.coarsening,
-        arguments.input_shapes(args.input_shapes),
-    )
+    if _is_pretrained(args.policy):
+        record = place_pretrained(
+            "auto" if args.policy is None else str(args.policy),
+            args.model,
+            args.platform,
+            args.backend,
+            args.fine_tune,
+            args.seed,
+            args.coarsening,
+            arguments.input_shapes(args.input_shapes),
+            args.budget,
+        )
+    else:
+        record = place(
+            args.policy,
+            args.model,
+            args.platform,
+            args.backend,
+            args.fine_tune,
+            args.seed,
+            args.coarsening,
+            arguments.input_shapes(args.input_shapes),
+        )
     line = f"{record['model']} on {record['platform']}: zero-shot {record['zero_shot_latency'] * 1e3:.3f} ms"
     if record["baseline_latency"]:
         line += f" (best single device {record['baseline_latency'] * 1e3:.3f} ms)"
+    if "evaluations" in record:
+        line += f" (the best of {record['evaluations']} evaluations of the pretrained policy's moves)"
     if "fine_tuned_latency" in record:
         line += f"; after {record['fine_tune_evaluations']} fine-tuning evaluations {record['fine_tuned_latency'] * 1e3:.3f} ms"
     print(line)
