@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents import make_method
-from experiments.runs import parse_method
+from agents.specs import parse_spec
 from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS
 from placement_gym.problem import PlacementProblem
 
@@ -42,9 +41,8 @@ TARGET = 1.03
 def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:
     """One placement: a JSON-able row (pretrained rows carry the policy's pretraining cost)."""
     problem = PlacementProblem.make(model, platform, "simulated")
-    name, kwargs = parse_method(spec)
     cpu = time.process_time()
-    method = make_method(name, **kwargs)
+    method = parse_spec(spec).build()
     result = method.place(problem, budget=budget, seed=seed)
     ref = problem.reference
     row = {
