@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,13 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
+from agents.sb3.policy_file import MAX_META_BYTES, MAX_WEIGHT_ELEMENTS, MAX_WEIGHTS_BYTES
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS
 from placement_gym.envs import DevicePlacementImproveEnv
 from placement_gym.envs.observation import one_hot
 from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.files import parse_json, read_text
 
 #: Folder of the shipped policies.
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
@@ -96,13 +99,26 @@ def load_policy(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, An
         PlacementGymError: If the folder is not a readable pretrained policy.
     """
     path = Path(path)
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-        state = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)["policy"]
+    weights = path / "weights.pt"
+    try:  # user input: meta.json through the bounded reader, weights.pt bounded (as agents.sb3.policy_file)
+        meta = parse_json(read_text(path / "meta.json", "policy file", MAX_META_BYTES), f"policy file {path}")
+        st = weights.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_WEIGHTS_BYTES:
+            raise ValueError(f"{weights} must be a regular file of at most {MAX_WEIGHTS_BYTES} bytes")
+        state = torch.load(weights, map_location="cpu", weights_only=True)["policy"]
         fmt = meta["format"]
     except Exception as exc:  # refused unpickling, missing file or key, bad JSON: all a bad folder
         text = " ".join(str(exc).split())[:300]
         raise PlacementGymError(f"{path} is not a readable pretrained policy: {text}") from exc
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in state.items()
+    ):
+        raise PlacementGymError(f"{weights}: 'policy' must map names to tensors")
+    if sum(t.numel() for t in state.values()) > MAX_WEIGHT_ELEMENTS:
+        raise PlacementGymError(f"{weights} holds more than {MAX_WEIGHT_ELEMENTS} numbers")
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise PlacementGymError(f"{weights}: tensor {name[:64]!r} has NaN or infinite values; the policy is damaged")
     if fmt != _FORMAT or meta.get("method") != "pretrained_ppo":
         raise PlacementGymError(
             f"{path} holds a {meta.get('method')!r} policy in format {fmt!r}, not a pretrained_ppo one"

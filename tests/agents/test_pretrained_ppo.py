@@ -108,3 +108,15 @@ def test_bring_your_own_model_file_placed_zero_shot_from_the_cli(tmp_path, capsy
     assert len(record["placement"]) == record["groups"] and record["zero_shot_latency"] > 0
     assert record["pretraining"]["env_steps"] > 0
     assert "evaluations of the pretrained policy" in capsys.readouterr().out
+
+
+def test_load_refuses_non_finite_weights_and_an_oversized_meta(tmp_path, policy_dir):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "meta.json").write_text((policy_dir / "meta.json").read_text())
+    torch.save({"policy": {"w": torch.tensor([1.0, float("nan")])}}, bad / "weights.pt")
+    with pytest.raises(PlacementGymError, match="NaN or infinite"):
+        load_policy(bad)
+    (bad / "meta.json").write_text(" " * (1 << 20))
+    with pytest.raises(PlacementGymError, match="larger than"):
+        load_policy(bad)
