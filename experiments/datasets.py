@@ -114,7 +114,9 @@ def thin(path: Sequence[np.ndarray], points: int) -> list[np.ndarray]:
     return [inner[i] for i in idx]
 
 
-def episode_placements(problem: PlacementProblem, mode: str, path_points: int = 8) -> list[tuple[str, np.ndarray]]:
+def episode_placements(
+    problem: PlacementProblem, mode: str, path_points: int = 8
+) -> list[tuple[str, np.ndarray]]:
     """The ``(source, placement)`` episodes of a dataset, in the documented order."""
     from agents import make_method
 
@@ -157,7 +159,8 @@ def build_dataset(model: str, platform: str, mode: str, path_points: int = 8, ov
     dataset = collector.create_dataset(
         dataset_id=name,
         eval_env=env.spec,
-        algorithm_name="reference optimum, HEFT, baseline" + (", greedy improvement paths" if mode == "oneshot" else ""),
+        algorithm_name="reference optimum, HEFT, baseline"
+        + (", greedy improvement paths" if mode == "oneshot" else ""),
         author="placement-gym",
         author_email="none (see the project's issue tracker)",
         code_permalink="experiments/datasets.py",
@@ -182,7 +185,9 @@ def build_all(
         for mode in modes:
             start = time.perf_counter()
             dataset = build_dataset(model, platform, mode, path_points, overwrite)
-            out.append((dataset_id(model, platform, mode), dataset.total_episodes, time.perf_counter() - start))
+            out.append(
+                (dataset_id(model, platform, mode), dataset.total_episodes, time.perf_counter() - start)
+            )
             print(f"{out[-1][0]}: {out[-1][1]} episodes, {out[-1][2]:.1f} s", flush=True)
     return out
 
@@ -196,6 +201,25 @@ def default_tasks() -> list[tuple[str, str]]:
     return [(m, p) for m in placement_gym.BENCHMARK_MODELS for p in platforms]
 
 
+def reference_table(tasks: Sequence[tuple[str, str]]) -> str:
+    """Markdown table of every dataset's reference scores (from the stored optima; nothing is built)."""
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.tasks import reference_optimum
+
+    lines = [
+        "| task | dataset IDs (`<mode>` = oneshot, sequential) | baseline (ms) | optimum (ms) | ref_min_score | ref_max_score |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model, platform in tasks:
+        ref = reference_optimum(model, load_benchmark(model).version, platform)
+        lines.append(
+            f"| {model} / {platform} | `{dataset_id(model, platform, 'oneshot').replace('oneshot', '<mode>')}` | "
+            f"{ref.baseline_latency * 1e3:.4f} | {ref.latency * 1e3:.4f} | 0 | "
+            f"{ref.baseline_latency / ref.latency - 1.0:.6f} |"
+        )
+    return "\n".join(lines)
+
+
 def parse_task(text: str) -> tuple[str, str]:
     """``"model/platform"`` -> ``(model, platform)``."""
     model, sep, platform = text.partition("/")
@@ -206,15 +230,29 @@ def parse_task(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--tasks", nargs="+", type=parse_task, default=None, help="model/platform pairs (default: the 12 train tasks)"
+        "--tasks",
+        nargs="+",
+        type=parse_task,
+        default=None,
+        help="model/platform pairs (default: the 12 train tasks)",
     )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="MDPs (default: all)")
-    parser.add_argument("--path", type=Path, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)")
+    parser.add_argument(
+        "--path", type=Path, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)"
+    )
     parser.add_argument("--path-points", type=int, default=8, help="episodes per improvement path (oneshot)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild datasets that exist")
+    parser.add_argument(
+        "--scores",
+        action="store_true",
+        help="only print the reference scores of the datasets (builds nothing)",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    if args.scores:
+        print(reference_table(args.tasks or default_tasks()))
+        return
     if args.path is not None:
         os.environ["MINARI_DATASETS_PATH"] = str(args.path)
     try:

@@ -74,3 +74,22 @@ def test_bad_task_names_fail_clearly():
         task_env_id("resnet5", "cpu-igpu")
     with pytest.raises(UnknownNameError, match="sequentail"):
         dataset_id("resnet50", "cpu-igpu", "sequentail")
+
+
+def test_behaviour_cloning_example_trains_and_scores(minari_path):
+    import importlib.util
+    from pathlib import Path
+
+    from experiments.datasets import build_dataset
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "behaviour_cloning.py"
+    spec = importlib.util.spec_from_file_location("behaviour_cloning", path)
+    bc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bc)
+    build_dataset(*TASK, "oneshot", path_points=0)
+    demos = bc.load_demonstrations([TASK])
+    feats, allowed, optimal = demos[0]
+    assert feats.shape[:2] == allowed.shape and len(optimal) == feats.shape[0] == 57
+    model = bc.train(demos, epochs=3, seed=0)
+    score, heft, _ = bc.score_on(model, *TASK)
+    assert np.isfinite(score) and score <= 1.0 + 1e-9 and 0 < heft < 1
