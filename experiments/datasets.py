@@ -1,20 +1,31 @@
 """Build Minari datasets of solved placements, one per task and MDP, for imitation and offline RL.
 
-Every dataset holds episodes of one registered simulated task in one of the env's MDPs (``oneshot``: one
-step places every group; ``sequential``: one step per group, in topological order), played by a fixed
-list of placements. The episodes, in this order (an episode's reset ``seed`` is its index):
+Every dataset holds episodes of one registered simulated task in one of its MDPs, played by fixed
+placements. An *improvement path* starts at a placement and at each step moves the one group (among those
+not yet on their optimal device) whose move gives the lowest feasible simulated latency, until the
+reference optimum is reached (a greedy best-improvement walk, :func:`improvement_path`).
+
+``oneshot`` (one step places every group) and ``sequential`` (one step per group, in topological order)
+datasets hold, in this order (an episode's reset ``seed`` is its index):
 
 0. the task's reference optimum (``placement_gym/tasks/optima.json``, proven by the exact solver);
 1. HEFT's placement;
 2. the baseline (the best single device, or the task's stored baseline split);
-3. ``oneshot`` only: an improvement path from HEFT to the optimum, then one from the baseline (``--path``
-   points each, evenly spaced): starting from the start placement, each step moves the one group whose
-   move to its optimal device gives the lowest simulated latency (a greedy best-improvement walk).
+3. ``oneshot`` only: ``--path-points`` evenly spaced placements of the improvement path from HEFT, then as
+   many of the path from the baseline.
 
-The reward is the env's ``speedup`` (``baseline / latency - 1``, earned on the last step), so an episode's
-return is ``baseline / latency - 1``. The datasets store ``ref_min_score = 0`` (the baseline) and
+Their reward is the env's ``speedup`` (``baseline / latency - 1``, earned on the last step), so an
+episode's return is ``baseline / latency - 1``; they store ``ref_min_score = 0`` (the baseline) and
 ``ref_max_score = baseline / optimum - 1`` (the optimum), so ``minari.get_normalized_score(dataset,
 returns)`` is exactly the task's normalised score (:func:`placement_gym.tasks.normalised_score`).
+
+``improve`` datasets (the improvement MDP, ``DevicePlacementImprove-<model>-<platform>-sim-v0``) hold two
+episodes, each every move of an improvement path: 0 from HEFT (the env's start), 1 from the baseline.
+Their reward is ``log(previous / new latency)`` per move, so a return is ``log(start / final latency)``:
+not linear in the normalised score, so no reference scores make Minari's normalisation equal ours. They
+store ``ref_min_score = 0`` (staying at HEFT's placement) and ``ref_max_score = log(HEFT / optimum)``
+(reaching the optimum from HEFT): Minari's normalised score of an episode from the env's start is the
+share of the log-latency gap between HEFT and the optimum it closes.
 
 Datasets are written under Minari's data path (``--path``, else ``$MINARI_DATASETS_PATH``, else
 ``~/.minari/datasets``); they are never part of the repository. A rerun skips datasets already built.
@@ -28,6 +39,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -38,8 +50,8 @@ import numpy as np
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
 from placement_gym.problem import PlacementProblem, problem_of
 
-#: MDPs a dataset can hold (the env's ``mode``).
-MODES = ("oneshot", "sequential")
+#: MDPs a dataset can hold: the placement env's ``mode``, or the improvement MDP.
+MODES = ("oneshot", "sequential", "improve")
 #: Dataset namespace: IDs are ``placement_gym/<model>-<platform with _>/<mode>-v<VERSION>``.
 NAMESPACE = "placement_gym"
 #: Version of the dataset layout (episode list, reward, observation keys).
@@ -86,8 +98,9 @@ def reference_scores(problem: PlacementProblem) -> tuple[float, float]:
 
 
 def improvement_path(problem: PlacementProblem, start: np.ndarray, goal: np.ndarray) -> list[np.ndarray]:
-    """Placements from ``start`` to ``goal`` (both included), one group moved to its ``goal`` device per
-    step: at each step the move with the lowest latency (evaluated as one batch on ``problem``)."""
+    """Placements from ``start`` towards ``goal`` (``start`` included), one group moved to its ``goal``
+    device per step: at each step the feasible move with the lowest latency (evaluated as one batch on
+    ``problem``). The path ends at ``goal``, or earlier if every remaining move is infeasible."""
     current = np.asarray(start, dtype=np.int64).copy()
     goal = np.asarray(goal, dtype=np.int64)
     path = [current.copy()]
@@ -95,8 +108,10 @@ def improvement_path(problem: PlacementProblem, start: np.ndarray, goal: np.ndar
     while todo:
         candidates = np.repeat(current[None, :], len(todo), axis=0)  # (len(todo), G)
         candidates[np.arange(len(todo)), todo] = goal[todo]
-        latencies = [e.latency for e in problem.evaluate_batch(candidates)]
-        pick = int(np.argmin(latencies))  # inf (infeasible) loses to any feasible move
+        latencies = [e.latency if e.feasible else np.inf for e in problem.evaluate_batch(candidates)]
+        pick = int(np.argmin(latencies))
+        if not np.isfinite(latencies[pick]):
+            break
         current = candidates[pick]
         todo.pop(pick)
         path.append(current.copy())
@@ -131,23 +146,9 @@ def episode_placements(
     return episodes
 
 
-def build_dataset(model: str, platform: str, mode: str, path_points: int = 8, overwrite: bool = False):
-    """Build (or load, if already built) the dataset of one task and MDP; returns the ``MinariDataset``."""
-    import gymnasium as gym
-    import minari
-
-    import placement_gym  # noqa: F401  (registers the IDs)
-
-    name = dataset_id(model, platform, mode)
-    if name in minari.list_local_datasets():
-        if not overwrite:
-            return minari.load_dataset(name)
-        minari.delete_dataset(name)
-    env = gym.make(task_env_id(model, platform), mode=mode, observation=OBSERVATION)
-    problem = problem_of(env)
-    ref_min, ref_max = reference_scores(problem)
+def _play_placements(collector, problem: PlacementProblem, mode: str, path_points: int) -> tuple[str, str]:
+    """Play the ``oneshot`` / ``sequential`` episodes; returns the algorithm name and the description."""
     episodes = episode_placements(problem, mode, path_points)
-    collector = minari.DataCollector(env)
     for index, (_, placement) in enumerate(episodes):
         collector.reset(seed=index)
         if mode == "oneshot":
@@ -156,21 +157,76 @@ def build_dataset(model: str, platform: str, mode: str, path_points: int = 8, ov
             for device in placement:
                 collector.step(int(device))
     sources = ", ".join(f"{i}: {source}" for i, (source, _) in enumerate(episodes))
+    algorithm = "reference optimum, HEFT, baseline" + (
+        ", greedy improvement paths" if mode == "oneshot" else ""
+    )
+    return algorithm, (
+        f"({mode} MDP, observation={OBSERVATION!r}, reward 'speedup'): episodes by reset seed = index: "
+        f"{sources}. ref_min_score is the baseline's return, ref_max_score the reference optimum's, so the "
+        "normalised score is placement_gym's."
+    )
+
+
+def _play_improvement(collector, problem: PlacementProblem) -> tuple[str, str, float]:
+    """Play the ``improve`` episodes; returns the algorithm name, the description and ``log(HEFT / optimum)``."""
+    optimum = np.asarray(problem.reference.placement, dtype=np.int64)
+    devices = problem.num_devices
+    heft_latency = math.nan
+    for index, options in enumerate(({}, {"start": "best_single"})):
+        _, info = collector.reset(seed=index, options=options)
+        start = np.asarray(info["placement"], dtype=np.int64)
+        if index == 0:  # the env's own start: HEFT
+            heft_latency = float(info["start_latency"])
+        path = improvement_path(problem, start, optimum)
+        for before, after in zip(path, path[1:]):
+            (group,) = np.flatnonzero(before != after)
+            collector.step(int(group) * devices + int(after[group]))  # move set ``group`` alone
+    description = (
+        "(improvement MDP, reward log(previous / new latency)): episode 0 the greedy improvement path from "
+        "HEFT (the env's start) to the reference optimum, episode 1 the one from the baseline. ref_min_score "
+        "0 is staying at HEFT's placement, ref_max_score log(HEFT / optimum) reaching the optimum from it."
+    )
+    return (
+        "greedy improvement paths to the reference optimum",
+        description,
+        math.log(heft_latency / problem.reference.latency),
+    )
+
+
+def build_dataset(model: str, platform: str, mode: str, path_points: int = 8, overwrite: bool = False):
+    """Build (or load, if already built) the dataset of one task and MDP; returns the ``MinariDataset``."""
+    import gymnasium as gym
+    import minari
+
+    import placement_gym
+
+    name = dataset_id(model, platform, mode)
+    if name in minari.list_local_datasets():
+        if not overwrite:
+            return minari.load_dataset(name)
+        minari.delete_dataset(name)
+    if mode == "improve":
+        task_env_id(model, platform)  # an unknown task fails with the list of known ones
+        env = gym.make(placement_gym.improve_id(model, platform))
+    else:
+        env = gym.make(task_env_id(model, platform), mode=mode, observation=OBSERVATION)
+    problem = problem_of(env)
+    ref_min, ref_max = reference_scores(problem)
+    collector = minari.DataCollector(env)
+    if mode == "improve":
+        algorithm, description, ref_max = _play_improvement(collector, problem)
+    else:
+        algorithm, description = _play_placements(collector, problem, mode, path_points)
     dataset = collector.create_dataset(
         dataset_id=name,
         eval_env=env.spec,
-        algorithm_name="reference optimum, HEFT, baseline"
-        + (", greedy improvement paths" if mode == "oneshot" else ""),
+        algorithm_name=algorithm,
         author="placement-gym",
         author_email="none (see the project's issue tracker)",
         code_permalink="experiments/datasets.py",
         ref_min_score=ref_min,
         ref_max_score=ref_max,
-        description=(
-            f"{model} on {platform} ({mode} MDP, observation={OBSERVATION!r}, reward 'speedup'): episodes by "
-            f"reset seed = index: {sources}. ref_min_score is the baseline's return, ref_max_score the "
-            "reference optimum's, so the normalised score is placement_gym's."
-        ),
+        description=f"{model} on {platform} {description}",
     )
     collector.close()
     return dataset
@@ -202,20 +258,22 @@ def default_tasks() -> list[tuple[str, str]]:
 
 
 def reference_table(tasks: Sequence[tuple[str, str]]) -> str:
-    """Markdown table of every dataset's reference scores (from the stored optima; nothing is built)."""
+    """Markdown table of every dataset's reference scores (``ref_min_score`` is 0 in all of them), from the
+    stored optima; nothing is built."""
     from placement_gym.benchmarks import load_benchmark
     from placement_gym.tasks import reference_optimum
 
     lines = [
-        "| task | dataset IDs (`<mode>` = oneshot, sequential) | baseline (ms) | optimum (ms) | ref_min_score | ref_max_score |",
-        "|---|---|---|---|---|---|",
+        "| task | dataset IDs (`<mode>`: oneshot, sequential, improve) | baseline (ms) | HEFT (ms) | "
+        "optimum (ms) | ref_max_score (oneshot, sequential) | ref_max_score (improve) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for model, platform in tasks:
         ref = reference_optimum(model, load_benchmark(model).version, platform)
         lines.append(
             f"| {model} / {platform} | `{dataset_id(model, platform, 'oneshot').replace('oneshot', '<mode>')}` | "
-            f"{ref.baseline_latency * 1e3:.4f} | {ref.latency * 1e3:.4f} | 0 | "
-            f"{ref.baseline_latency / ref.latency - 1.0:.6f} |"
+            f"{ref.baseline_latency * 1e3:.4f} | {ref.heft_latency * 1e3:.4f} | {ref.latency * 1e3:.4f} | "
+            f"{ref.baseline_latency / ref.latency - 1.0:.6f} | {math.log(ref.heft_latency / ref.latency):.6f} |"
         )
     return "\n".join(lines)
 

@@ -93,3 +93,30 @@ def test_behaviour_cloning_example_trains_and_scores(minari_path):
     model = bc.train(demos, epochs=3, seed=0)
     score, heft, _ = bc.score_on(model, *TASK)
     assert np.isfinite(score) and score <= 1.0 + 1e-9 and 0 < heft < 1
+
+
+def test_improve_episodes_walk_from_heft_to_the_optimum(minari_path):
+    import minari
+
+    from experiments.datasets import build_dataset, dataset_id
+
+    build_dataset(*TASK, "improve")
+    dataset = minari.load_dataset(dataset_id(*TASK, "improve"))
+    episodes = list(dataset.iterate_episodes())
+    assert len(episodes) == 2
+    env = dataset.recover_environment()
+    ref = problem_ref()
+    for index, episode in enumerate(episodes):
+        _, info = env.reset(seed=index, options={} if index == 0 else {"start": "best_single"})
+        for action in episode.actions:
+            _, _, _, _, info = env.step(int(action))
+        np.testing.assert_array_equal(info["placement"], ref.placement)  # the replayed path ends at the optimum
+        np.testing.assert_allclose(episode.rewards.sum(), np.log(info["start_latency"] / ref.latency), rtol=1e-9)
+    score = minari.get_normalized_score(dataset, np.array([episodes[0].rewards.sum()]))
+    assert score[0] == pytest.approx(1.0)
+
+
+def problem_ref():
+    from placement_gym.problem import PlacementProblem
+
+    return PlacementProblem.make(TASK[0], TASK[1], "simulated").reference
