@@ -4,23 +4,25 @@ A method places the groups of a :class:`~placement_gym.problem.PlacementProblem`
 problem itself or an env (``place(env_or_problem, ...)``); classical methods only use the problem (its
 ``cost_model()``, ``device_mask``, ``coarse``, ``platform``), learners that act through the Gymnasium API
 also get an env (a ``DevicePlacementEnv`` built around the problem when only the problem was given). Every
-placement the problem evaluates while a method runs counts against the method's ``budget``; the problem
-counts, the :class:`BudgetTracker` watches and keeps the method's history and best placement.
+distinct placement the problem evaluates while a method runs counts against the method's ``budget``; a
+placement evaluated again in the same run is answered from the run's memo at no cost (also through
+``env.step``). The problem counts and refuses new placements past the budget; the :class:`BudgetTracker`
+starts the run, watches, and keeps the method's history and best placement.
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from placement_gym.errors import PlacementGymError
-from placement_gym.problem import Evaluation, PlacementProblem, problem_of
+from placement_gym.budget import Run, TrackerListener
+from placement_gym.problem import PlacementProblem, problem_of
 
 
 @dataclass
@@ -33,7 +35,8 @@ class PlacementResult:
         latency: Its latency in seconds according to the problem's backend (``inf`` if none was feasible).
         evaluations: Distinct placements the problem evaluated for the method (the budget spent).
         wall_time: Seconds the method ran.
-        history: ``(evaluations so far, best latency so far)`` after each evaluation, for learning curves.
+        history: ``(evaluations so far, best latency so far)`` after each distinct placement evaluated, for
+            learning curves (repeats answered from the run's memo add no entry).
         extra: Method-specific facts (optimality gap of the MILP, training losses...).
     """
 
@@ -46,88 +49,13 @@ class PlacementResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-#: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees.
-TrackerListener = Callable[["BudgetTracker", np.ndarray, float, bool], None]
-
-
-class BudgetTracker:
-    """A method's evaluation budget on one problem: counts, history and the best placement.
-
-    While attached (between construction and :meth:`detach`), every evaluation the problem makes is
-    observed here, whoever asked for it (the method, or an RL library through ``env.step``). Evaluations
-    made in other processes (a ``SubprocVecEnv``'s workers) are reported with :meth:`record`.
+class BudgetTracker(Run):
+    """A method's :class:`~placement_gym.budget.Run` (budget, history, best placement) and its result.
 
     Args:
         problem: The problem whose evaluations are counted.
-        budget: Maximum number of evaluations; ``None`` for no limit.
+        budget: Maximum number of distinct placements evaluated; ``None`` for no limit.
     """
-
-    def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))):
-            raise PlacementGymError(
-                f"budget must be an integer number of evaluations or None, got {budget!r}"
-            )
-        self.problem = problem
-        self.budget = None if budget is None else int(budget)
-        self.used = 0
-        self.best_latency = float("inf")
-        self.best_placement: np.ndarray | None = None
-        self.history: list[tuple[int, float]] = []
-        #: Called after every evaluation (progress bars, TensorBoard); set by the caller of ``place``.
-        self.listeners: list[TrackerListener] = []
-        problem.listeners.append(self._observe)
-
-    def detach(self) -> None:
-        """Stop observing the problem's evaluations."""
-        if self._observe in self.problem.listeners:
-            self.problem.listeners.remove(self._observe)
-
-    @property
-    def remaining(self) -> int | None:
-        """Evaluations left (``None``: no limit)."""
-        return None if self.budget is None else max(self.budget - self.used, 0)
-
-    @property
-    def exhausted(self) -> bool:
-        return self.budget is not None and self.used >= self.budget
-
-    def _observe(self, placement: np.ndarray, evaluation: Evaluation) -> None:
-        self.record(placement, evaluation.latency, evaluation.feasible)
-
-    def record(self, placement: np.ndarray, latency: float, feasible: bool) -> None:
-        """Count one evaluation (called by the problem, or for evaluations made in another process)."""
-        self.used += 1
-        if feasible and latency < self.best_latency:
-            self.best_latency, self.best_placement = float(latency), np.array(placement, dtype=np.int64)
-        self.history.append((self.used, self.best_latency))
-        for listener in self.listeners:
-            listener(self, placement, latency, feasible)
-
-    def evaluate(self, placement: np.ndarray) -> tuple[float, float]:
-        """Evaluate one ``(G,)`` placement: returns ``(latency, reward)``.
-
-        Raises:
-            PlacementGymError: If the budget is exhausted.
-        """
-        if self.exhausted:
-            raise PlacementGymError(f"the evaluation budget of {self.budget} is spent")
-        evaluation = self.problem.evaluate(placement)
-        return evaluation.latency, evaluation.reward
-
-    def evaluate_batch(self, placements: np.ndarray) -> list[Evaluation]:
-        """Evaluate a ``(B, G)`` batch in one call, cut to the budget.
-
-        The problem evaluates each distinct placement of a batch once, so the budget pays for distinct
-        placements; rows past the budget are dropped (the result is shorter than the batch).
-        """
-        batch = self.problem.validate_batch(placements)
-        remaining = self.remaining
-        if remaining is not None and len(batch) > remaining:  # fewer rows than the budget left: no cut
-            _, first = np.unique(batch, axis=0, return_index=True)
-            if len(first) > remaining:
-                cut = int(np.sort(first)[remaining])  # the first row holding the (remaining + 1)-th new placement
-                batch = batch[:cut]
-        return self.problem.evaluate_batch(batch) if len(batch) else []
 
     def result(self, method: str, wall_time: float, **extra: Any) -> PlacementResult:
         placement = self.best_placement

@@ -52,6 +52,10 @@ class PlacementError(PlacementGymError, ValueError):
     """A placement has the wrong shape, dtype or a device index out of range."""
 
 
+class BudgetExhaustedError(PlacementGymError):
+    """A new placement was to be evaluated after the run's evaluation budget was spent."""
+
+
 class BackendError(PlacementGymError):
     """A latency backend failed for a reason that is not a property of the placement."""
 

@@ -3,7 +3,9 @@
 :class:`PlacementProblem` is everything a placement method needs and nothing of Gymnasium: it validates
 placements (the only place that does), evaluates them one at a time or as a batch, turns latencies into
 rewards against the best single-device baseline, counts every evaluation (the baseline's included) and
-keeps the best placement seen. :class:`~placement_gym.envs.DevicePlacementEnv` is a thin Gymnasium adapter
+keeps the best placement seen. A placement evaluated again within a run (see :meth:`PlacementProblem.start_run`)
+is answered from the run's memo: it costs nothing, is not counted and is not reported to the listeners, so
+the budget of a method counts distinct placements. :class:`~placement_gym.envs.DevicePlacementEnv` is a thin Gymnasium adapter
 over one problem; methods reach the problem of an env through :func:`problem_of`.
 
 A placement is an int array of shape ``(G,)``: entry ``g`` is the index (into ``platform.devices``) of the
@@ -13,6 +15,7 @@ device that runs group ``g``.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +33,12 @@ from placement_gym.rewards import Reward, get_reward
 
 #: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
 Listener = Callable[[np.ndarray, "Evaluation"], None]
+#: Called as ``fn(new)`` before ``new`` placements not in the run's memo are evaluated; raises
+#: :class:`~placement_gym.errors.BudgetExhaustedError` to refuse them (a run's budget, see ``start_run``).
+Guard = Callable[[int], None]
+#: Placements a run's memo keeps (least recently used dropped first): about 1.2 KB each for the
+#: simulated backend, so at most ~60 MB. A placement dropped from a full memo costs again if repeated.
+MEMO_SIZE = 50_000
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,10 @@ class PlacementProblem:
         infeasible_reward: Reward of an infeasible placement (default: the reward's own value).
 
     Attributes:
-        evaluations: Distinct placements evaluated through :meth:`evaluate`/:meth:`evaluate_batch`.
+        evaluations: Distinct placements evaluated through :meth:`evaluate`/:meth:`evaluate_batch` (a
+            repeat within a run is answered from the memo and not counted; see :meth:`start_run`).
+        memo_hits: Repeats answered from the memo (free).
+        memo_size: Placements the memo keeps (:data:`MEMO_SIZE`; 0: no memo, every repeat costs again).
         baseline_evaluations: Single-device placements evaluated to find the baseline (at most ``D``).
         cache_hits: Evaluations the backend answered from its cache.
         best_latency, best_placement: The fastest feasible placement evaluated so far.
@@ -91,6 +103,10 @@ class PlacementProblem:
         self.num_groups = coarse.num_groups
         self.num_devices = platform.num_devices
         self.evaluations = 0
+        self.memo_hits = 0
+        self.memo_size = MEMO_SIZE
+        self._memo: OrderedDict[bytes, Evaluation] = OrderedDict()
+        self._guards: list[Guard | None] = []  # one per active run
         self.baseline_evaluations = 0
         self.cache_hits = 0
         self.best_latency = math.inf
@@ -329,23 +345,49 @@ class PlacementProblem:
             )
         return self._baseline[0]  # type: ignore[index]
 
+    # ------------------------------------------------------------------ runs and the memo
+    def start_run(self, guard: Guard | None = None) -> None:
+        """Start a run (one method's search): forget the placements seen so far and install ``guard``.
+
+        Within a run every distinct placement is evaluated, counted and reported once; a repeat is
+        answered from the memo (bounded by :attr:`memo_size`). ``guard`` is asked before new placements
+        are evaluated and refuses them past the run's budget. Runs nest: the latest run's guard decides
+        until it ends, then the enclosing run's guard applies again (a method's run inside a benchmark's
+        run of the same budget). A problem that never started a run keeps one memo for its whole life.
+        """
+        self._memo.clear()
+        self._guards.append(guard)
+
+    def end_run(self, guard: Guard | None = None) -> None:
+        """End the run that installed ``guard`` (the memo stays until the next :meth:`start_run`)."""
+        for i in range(len(self._guards) - 1, -1, -1):
+            if self._guards[i] == guard:
+                del self._guards[i]
+                break
+
+    def seen(self, placement: Sequence[int] | np.ndarray) -> bool:
+        """True if ``placement`` is in the run's memo (evaluating it again is free)."""
+        return self.validate(placement).tobytes() in self._memo
+
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, placement: Sequence[int] | np.ndarray) -> Evaluation:
-        """Evaluate one ``(G,)`` placement: its latency result and reward (counted once).
+        """Evaluate one ``(G,)`` placement: its latency result and reward (counted once per run).
 
         Raises:
             PlacementError: For a malformed placement (never for a merely bad one: that is infeasible).
+            BudgetExhaustedError: If the placement is new and the run's budget is spent.
         """
         return self._evaluate_distinct(self.validate(placement)[None, :])[0]
 
     def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
         """Evaluate a ``(B, G)`` batch in one backend call (parallel on pooled backends).
 
-        A placement repeated within the batch is evaluated, counted and reported to the listeners once;
-        every row gets its evaluation, in order.
+        A placement repeated within the batch, or seen before in the run, is evaluated, counted and
+        reported to the listeners once; every row gets its evaluation, in order.
 
         Raises:
             PlacementError: For a malformed batch.
+            BudgetExhaustedError: If the batch's new placements exceed the run's budget (none is evaluated).
         """
         batch = self.validate_batch(placements)
         if not len(batch):
@@ -358,7 +400,31 @@ class PlacementProblem:
         return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
 
     def _evaluate_distinct(self, distinct: np.ndarray) -> list[Evaluation]:
-        """Evaluate validated, pairwise distinct placements ``(B, G)`` in one backend call and count them."""
+        """Evaluate validated, pairwise distinct placements ``(B, G)``: those in the memo from it, the others
+        in one backend call, counted."""
+        keys = [row.tobytes() for row in distinct]
+        new = [i for i, key in enumerate(keys) if key not in self._memo]
+        if new and self._guards and self._guards[-1] is not None:
+            self._guards[-1](len(new))
+        fresh = self._backend_evaluate(distinct[new]) if new else []
+        out: list[Evaluation | None] = [None] * len(distinct)
+        for i, evaluation in zip(new, fresh):
+            out[i] = evaluation
+        for i, key in enumerate(keys):
+            if out[i] is None:
+                out[i] = self._memo[key]
+                self._memo.move_to_end(key)
+                self.memo_hits += 1
+        for i, evaluation in zip(new, fresh):
+            if self.memo_size > 0:
+                self._memo[keys[i]] = evaluation
+                if len(self._memo) > self.memo_size:
+                    self._memo.popitem(last=False)
+            self._count(distinct[i], evaluation)
+        return out  # type: ignore[return-value]
+
+    def _backend_evaluate(self, distinct: np.ndarray) -> list[Evaluation]:
+        """Evaluate ``(B, G)`` placements in one backend call (not counted)."""
         if len(distinct) == 1:  # the one-placement path of a backend is its fastest
             results = [self.backend.evaluate(distinct[0])]
         else:
@@ -367,10 +433,7 @@ class PlacementProblem:
             raise PlacementGymError(
                 f"backend {self.backend.name!r} returned {len(results)} results for {len(distinct)} placements"
             )
-        evaluations = [Evaluation(res, self._reward(res)) for res in results]
-        for placement, evaluation in zip(distinct, evaluations):
-            self._count(placement, evaluation)
-        return evaluations
+        return [Evaluation(res, self._reward(res)) for res in results]
 
     def _reward(self, res: LatencyResult) -> float:
         if not res.feasible:
@@ -390,6 +453,7 @@ class PlacementProblem:
         """Evaluation counts and the best placement found so far."""
         return {
             "evaluations": self.evaluations,
+            "memo_hits": self.memo_hits,
             "baseline_evaluations": self.baseline_evaluations,
             "cache_hits": self.cache_hits,
             "best_latency": self.best_latency,

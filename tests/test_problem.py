@@ -12,7 +12,7 @@ import pytest
 import placement_gym
 from agents.base import BudgetTracker
 from placement_gym.envs import DevicePlacementEnv
-from placement_gym.errors import PlacementError, PlacementGymError
+from placement_gym.errors import BudgetExhaustedError, PlacementError, PlacementGymError
 from placement_gym.platforms import load_platform
 from placement_gym.problem import PlacementProblem, problem_of
 
@@ -73,7 +73,7 @@ def test_batch_evaluates_and_counts_each_distinct_placement_once(problem):
     assert seen == [b.tolist(), a.tolist()] and problem.evaluations == 2
     single = problem.evaluate(a)
     assert single.latency == out[1].latency and single.reward == out[1].reward
-    assert problem.evaluations == 3  # a repeat across calls is a new evaluation
+    assert problem.evaluations == 2 and problem.memo_hits == 1  # a repeat across calls is free (the memo)
     assert problem.best_latency == min(out[0].latency, out[1].latency)
 
 
@@ -84,9 +84,13 @@ def test_tracker_cuts_a_batch_to_the_budget_and_counts_what_the_problem_counts(p
     batch = np.concatenate([rows[:2], rows[:1], rows[2:]])  # a repeat inside: 7 rows, 6 distinct
     out = tracker.evaluate_batch(batch)
     assert len(out) == 5 and tracker.used == 4 == problem.evaluations and tracker.exhausted
-    assert tracker.evaluate_batch(rows) == []
-    with pytest.raises(PlacementGymError, match="budget of 4 is spent"):
-        tracker.evaluate(rows[0])
+    assert len(tracker.evaluate_batch(rows)) == 4  # the seen rows before the first new one, free
+    assert tracker.evaluate(rows[0]) == (out[0].latency, out[0].reward)  # a repeat is free
+    with pytest.raises(BudgetExhaustedError, match="budget of 4 distinct"):
+        tracker.evaluate(rows[5])
+    with pytest.raises(BudgetExhaustedError):  # the problem itself refuses it while the run lasts
+        problem.evaluate(rows[5])
+    assert tracker.used == 4 == problem.evaluations
     tracker.detach()
     problem.evaluate(rows[5])
     assert tracker.used == 4  # detached trackers stop counting

@@ -17,7 +17,8 @@ DEFAULT_BUDGET = 500  # HSDAG's training budget: 25 episodes x 20 measured place
 
 class RandomSearch(PlacementMethod):
     """Sample placements uniformly (each group independently over the devices ``env.action_masks()``
-    allows) and keep the best.
+    allows) and keep the best. Repeats are free (the run's memo), so the search stops early when 50
+    batches in a row find no new placement (a space smaller than the budget).
 
     Args:
         budget: Evaluations when :meth:`place` gets ``budget=None``.
@@ -39,8 +40,11 @@ class RandomSearch(PlacementMethod):
         counts = mask.sum(axis=1)  # (G,)
         choices = np.argsort(~mask, axis=1, kind="stable")  # (G, D): allowed devices first, in index order
         rows = np.arange(mask.shape[0])
-        while not tracker.exhausted:
+        stale = 0
+        while not tracker.exhausted and stale < 50:
             k = min(self.batch_size, tracker.remaining)
             pick = (rng.random((k, mask.shape[0])) * counts).astype(np.int64)  # (k, G) uniform in [0, count)
+            used = tracker.used
             tracker.evaluate_batch(choices[rows, pick])
+            stale = 0 if tracker.used > used else stale + 1
         return {"budget": tracker.budget}

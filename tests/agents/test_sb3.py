@@ -216,7 +216,8 @@ def test_toy_optimum_found_and_random_search_beaten():
 def test_methods_spend_budget_and_return_model(cls):
     env = make_env()
     result = cls().place(env, budget=40, seed=0)
-    assert result.evaluations == 40 and len(result.history) == 40
+    # 40 steps; a placement sampled again is free, so the distinct placements may stay below the budget
+    assert 1 <= result.evaluations <= 40 and len(result.history) == result.evaluations == env.problem.evaluations
     assert np.isfinite(result.latency) and result.placement.shape == (env.num_groups,)
     assert result.extra["model"] is not None and result.extra["train_steps"] >= 32
     assert np.isfinite(result.extra["final_mean_reward"])
@@ -225,7 +226,7 @@ def test_methods_spend_budget_and_return_model(cls):
 def test_sequential_method_counts_final_placements():
     env = make_env(mode="sequential")
     result = PPOGNN().place(env, budget=10, seed=0)
-    assert result.evaluations == 10
+    assert 1 <= result.evaluations <= 10 and result.evaluations == env.problem.evaluations
     assert result.extra["train_steps"] == 9 * env.num_groups
 
 
@@ -265,7 +266,7 @@ def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact():
     assert isinstance(vec_env, SubprocVecEnv)
     vec_env.close()
     result = method.place(env, budget=21, seed=0)
-    assert 19 <= result.evaluations <= 21 and len(result.history) == result.evaluations
+    assert 1 <= result.evaluations <= 21 and len(result.history) == result.evaluations
     assert env.problem.evaluations == 1  # only the final deterministic placement ran in this process
     assert np.isfinite(result.latency)
     with pytest.raises(PlacementGymError, match="cannot be pickled"):
@@ -290,7 +291,7 @@ def test_device_aware_observation_reaches_the_extractor(gnn):
 def test_method_trains_on_a_device_aware_view_of_the_env():
     env = make_env("tiny_bert", "multi-accel")
     result = PPOGNN(observation="device", hidden=16).place(env, budget=24, seed=0)
-    assert result.evaluations == 24 and env.problem.evaluations == 24
+    assert 1 <= result.evaluations <= 24 and env.problem.evaluations == result.evaluations
     assert "node_device_features" in result.extra["model"].observation_space.spaces
     with pytest.raises(UnknownNameError):
         PPOGNN(observation="devices")
