@@ -9,6 +9,7 @@ Usage:
     python -m experiments.bench --models bert --methods heft milp random_search ppo_gnn --seeds 0 1 2
     placement-gym bench --preset small            # the README's main job
     placement-gym bench --preset paper-sim        # the full simulated table (see docs/RESULTS.md)
+    placement-gym bench --tier standard --methods heft my_pkg.my_module:MyAgent   # the protocol (docs/protocol.md)
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from agents import make_method, method_class
+from agents.plugins import resolve_agent, seedless
+from experiments.aggregate import write_aggregate
 from experiments.report import write_report
-from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
+from experiments.runs import ResultRow, ResultStore, method_label
+from placement_gym import protocol
+from placement_gym.benchmark import cpu_device, make_row, run_agent  # noqa: F401 (cpu_device: re-exported)
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
-from placement_gym.platforms import Platform, load_platform
+from placement_gym.errors import ConfigError
+from placement_gym.platforms import load_platform
+from placement_gym.results import cell_key
+from placement_gym.zoo import MODELS
 
 #: Ready-made grids. ``single_device:device=<name>`` rows are the single-device baselines.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -74,10 +79,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         ],
     ),
 }
-#: Methods whose result does not depend on the seed (run once, reported for every seed count).
-_SEEDLESS = {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"}
-
-
 def coarse_label(coarsening: str, k: int | None) -> str:
     """The ``CoarseGraph.level`` an env built with these arguments has (the key of its rows)."""
     if k is None:
@@ -85,12 +86,9 @@ def coarse_label(coarsening: str, k: int | None) -> str:
     return f"{'ops' if coarsening == 'ops' else 'fused'}+k{k}"
 
 
-def cpu_device(platform: Platform) -> int:
-    """Index of the reference "CPU-only" device: the host if it is a CPU, else the first CPU."""
-    devices = platform.devices
-    if devices[platform.host].kind in ("cpu", "virtual"):
-        return platform.host
-    return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
+def graph_version(model: str) -> int:
+    """The graph version a row of ``model`` gets: the zoo recipe's, 0 for a model file."""
+    return MODELS[model].version if model in MODELS else 0
 
 
 def run_cell(
@@ -105,54 +103,37 @@ def run_cell(
     backend_kwargs: dict[str, Any] | None = None,
     listeners: tuple = (),
     input_shapes: dict[str, list[int]] | None = None,
+    protocol_version: str | None = None,
+    tier: str | None = None,
 ) -> ResultRow:
-    """Run one method on a fresh env and return its row (``input_shapes``: for a dynamic-shape model file)."""
+    """Run one agent (a registered method or your own, see :mod:`agents.plugins`) on a fresh env and
+    return its row (``input_shapes``: for a dynamic-shape model file)."""
+    agent = resolve_agent(spec)
     source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
     env = DevicePlacementEnv(
         source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
-    problem = env.problem
     try:
-        name, kwargs = parse_method(spec)
-        method = make_method(name, **kwargs)
-        result = method.place(env, budget=budget, seed=seed, listeners=listeners)
-        cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
-        cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
-        extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
-        identity = problem.benchmark.identity()
-        return ResultRow(
-            model=model,
-            graph_version=problem.benchmark.version,
-            platform=problem.platform.name,
-            backend=backend,
-            coarsening=problem.coarse.level,
-            groups=problem.num_groups,
-            method=spec,
-            seed=seed,
-            budget=budget,
-            latency=result.latency,
-            cpu_only_latency=cpu,
-            speedup_vs_cpu=cpu / result.latency if np.isfinite(result.latency) else 0.0,
-            evaluations=result.evaluations,
-            wall_time=result.wall_time,
-            placement=result.placement.tolist(),
-            history=_thin(result.history),
-            extra=extra,
-            versions=library_versions(),
-            model_path=identity.get("model_path"),
-            model_sha256=identity.get("model_sha256"),
-            input_shapes=identity.get("input_shapes"),
-        )
+        outcome = run_agent(agent, env, budget, seed, listeners)
+        return make_row(env.problem, model, backend, spec, seed, budget, outcome, protocol_version, tier)
     finally:
         env.close()
 
 
-def _thin(history: list[tuple[int, float]], points: int = 200) -> list[tuple[int, float]]:
-    """At most ``points`` history entries (evenly spaced, last one kept) for compact rows."""
-    if len(history) <= points:
-        return list(history)
-    idx = np.unique(np.linspace(0, len(history) - 1, points).astype(int))
-    return [history[i] for i in idx]
+def grid_cells(
+    models: list[str], methods: list[str], seeds: list[int], budget: int | None, platform_name: str,
+    backend: str, label: str, protocol_version: str | None = None,
+) -> list[tuple[tuple, str, str, int]]:
+    """Every cell of the grid as ``(key, model, spec, seed)``, each once (repeated models, methods or seeds
+    are dropped; a seedless method runs with the first seed only)."""
+    cells = {}
+    for model in dict.fromkeys(models):
+        for spec in dict.fromkeys(methods):
+            for seed in list(dict.fromkeys(seeds))[: 1 if seedless(spec) else None]:
+                key = cell_key(model, graph_version(model), platform_name, backend, label, spec, seed, budget,
+                               protocol_version)  # fmt: skip
+                cells.setdefault(key, (key, model, spec, seed))
+    return list(cells.values())
 
 
 def run_grid(
@@ -168,32 +149,40 @@ def run_grid(
     backend_kwargs: dict | None = None,
     progress: bool = True,
     input_shapes: dict[str, list[int]] | None = None,
+    protocol_version: str | None = None,
+    tier: str | None = None,
 ) -> list[ResultRow]:
-    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows."""
-    for spec in methods:  # an unknown method fails now, not after the cells before it have run
-        method_class(parse_method(spec)[0])
+    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows.
+
+    Each cell is claimed in the store before it runs, so a second ``bench`` on the same ``out`` runs the
+    other cells (and takes over the cells of a writer that died); a cell is stored once.
+    """
+    for spec in dict.fromkeys(methods):  # a bad spec fails now, not after the cells before it have run
+        resolve_agent(spec)
     store = ResultStore(out / "results.jsonl")
     for reason in store.set_aside():
         print(f"note: set aside {reason} (moved to {store.rejected_path}; its cell runs again)")
-    done = store.keys()
     platform_name = load_platform(platform).name  # rows record the name, also for a platform file
     label = coarse_label(coarsening, k)
-    cells = [
-        (model, spec, seed)
-        for model in models
-        for spec in methods
-        for seed in (seeds if parse_method(spec)[0] not in _SEEDLESS else seeds[:1])
-        if (model, platform_name, backend, label, spec, seed, budget) not in done
-    ]
-    bar = _progress(len(cells), progress)
+    cells = grid_cells(models, methods, seeds, budget, platform_name, backend, label, protocol_version)
+    done = store.keys()
+    todo = [cell for cell in cells if cell[0] not in done]
+    bar = _progress(len(todo), progress)
     try:
-        for model, spec, seed in cells:
+        for key, model, spec, seed in todo:
+            if not store.claim(key):  # stored or being run by another process meanwhile
+                bar.update(1)
+                continue
             bar.set_description(f"{model} {method_label(spec)} seed {seed}")
             start = time.perf_counter()
-            row = run_cell(
-                model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
-                input_shapes=input_shapes,
-            )  # fmt: skip
+            try:
+                row = run_cell(
+                    model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
+                    input_shapes=input_shapes, protocol_version=protocol_version, tier=tier,
+                )  # fmt: skip
+            except BaseException:
+                store.release(key)
+                raise
             store.append(row)
             bar.update(1)
             bar.write(
@@ -202,6 +191,9 @@ def run_grid(
             )
     finally:
         bar.close()
+    elsewhere = store.claimed_elsewhere([cell[0] for cell in cells])
+    if elsewhere:
+        print(f"note: {len(elsewhere)} cell(s) are being run by another process on {out}; rerun to include them")
     return store.rows()
 
 
@@ -219,11 +211,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--models", nargs="+", help="zoo names or IR/ONNX paths (default: the preset's)")
     parser.add_argument(
-        "--methods", nargs="+", help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu"
+        "--methods",
+        nargs="+",
+        help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu, or your own agent as "
+        "package.module:Class or module:function (with :key=value,... arguments)",
     )
-    parser.add_argument("--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's)")
     parser.add_argument(
-        "--budget", type=int, help="evaluated placements per search method and seed (default: the preset's)"
+        "--tier",
+        choices=sorted(protocol.TIERS, key=protocol.TIERS.get),
+        help=f"run protocol {protocol.VERSION} at this tier "
+        + ", ".join(f"{t}={b}" for t, b in protocol.TIERS.items())
+        + " distinct placements per run, seeds 0-4, on --tasks; ends with IQM and optimality gap",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        help="with --tier: train (the 12-task suite, default), held-out, or model/platform names",
+    )
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, help="seeds of the seeded methods (default: the preset's; --tier: 0-4)"
+    )
+    parser.add_argument(
+        "--budget", type=int, help="distinct placements per search method and seed (default: the preset's)"
     )
     parser.add_argument(
         "--platform", help="a platform name, or a .yaml platform file (default: the preset's)"
@@ -247,6 +256,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    if getattr(args, "tier", None):
+        run_tier(args)
+        return
     cfg = dict(PRESETS[args.preset]) if args.preset else dict(PRESETS["small"])
     for key in ("models", "methods", "seeds", "budget", "platform", "backend"):
         if getattr(args, key) is not None:
@@ -268,6 +280,42 @@ def run_from_args(args: argparse.Namespace) -> None:
     table = write_report(rows, out)
     print(table)
     print(f"\nresults: {out / 'results.jsonl'}; report: {out / 'report.md'}; plots: {out}/*.png")
+
+
+def run_tier(args: argparse.Namespace) -> list[ResultRow]:
+    """``bench --tier``: the protocol's cells of ``--methods`` on ``--tasks``, then the aggregates."""
+    clashes = [f"--{k}" for k in ("preset", "models", "budget", "platform", "backend") if getattr(args, k, None)]
+    if args.coarsening != protocol.COARSENING or args.k is not None:
+        clashes.append("--coarsening/--k")
+    if clashes:
+        raise ConfigError(
+            f"--tier fixes the tasks, budget, backend and coarsening of protocol {protocol.VERSION}; "
+            f"drop {', '.join(clashes)} (choose tasks with --tasks)"
+        )
+    if not args.methods:
+        raise ConfigError("--tier needs --methods (registered names or your own module:attribute)")
+    budget = protocol.tier_budget(args.tier)
+    tasks = protocol.resolve_tasks(args.tasks)
+    seeds = list(args.seeds) if args.seeds is not None else list(protocol.SEEDS)
+    out = args.out or Path("results") / f"protocol-{protocol.VERSION}-{args.tier}"
+    by_platform: dict[str, list[str]] = {}
+    for task in tasks:
+        by_platform.setdefault(task.platform, []).append(task.model)
+    for platform, models in by_platform.items():
+        run_grid(
+            out, models, args.methods, seeds, budget, platform, protocol.BACKEND, protocol.COARSENING,
+            progress=not args.no_progress, protocol_version=protocol.VERSION, tier=args.tier,
+        )  # fmt: skip
+    wanted = {(t.model, t.platform) for t in tasks}
+    specs = set(args.methods)
+    rows = [
+        r for r in ResultStore(out / "results.jsonl").rows()
+        if r.protocol == protocol.VERSION and r.tier == args.tier and (r.model, r.platform) in wanted
+        and r.method in specs
+    ]  # fmt: skip
+    print(write_aggregate(rows, out, args.tier))
+    print(f"\nresults: {out / 'results.jsonl'}; aggregates: {out / 'aggregate.md'}; plots: {out}/*.png")
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Guided improvement against HEFT and the non-learning searches at one budget, with its targets (issue #11).
 
 For every (model, platform, method, seed) the method places the simulated, fused task with ``--budget``
-evaluations; the table gives the median over seeds of latency / reference optimum and the checks of issue
+evaluations (one :class:`~placement_gym.results.ResultRow` each; ``--rows`` also reads the older rows
+format, see :mod:`experiments.convert_rows`); the table gives the median over seeds of latency / reference optimum and the checks of issue
 #11: <= 1.02x the optimum, never worse than HEFT, no worse than the best non-learning search (the better
 median of ``local_search`` and ``simulated_annealing``). The ablations run the same search with a
 hand-written (``ranker=cost``), the queue-free estimate's (``ranker=estimate``) and a uniformly random
@@ -30,8 +31,12 @@ from agents import make_method
 from agents.baselines.common import allowed_devices
 from agents.learned.moves import MoveFeaturizer, branch_sets, propose, twin_classes
 from agents.learned.scorer import MoveScorer
-from experiments.runs import parse_method
+from agents.plugins import resolve_agent
+from experiments.convert_rows import read_rows
+from placement_gym.benchmark import make_row, run_agent
 from placement_gym.problem import PlacementProblem
+from placement_gym.results import ResultRow, row_line
+from placement_gym.tasks import reference_optima
 
 METHODS = (
     "heft",
@@ -45,34 +50,28 @@ METHODS = (
 SEARCHES = ("local_search", "simulated_annealing")
 
 
-def run(model: str, platform: str, spec: str, seed: int, budget: int) -> dict:
-    """One placement: a JSON-able row."""
+def run(model: str, platform: str, spec: str, seed: int, budget: int) -> ResultRow:
+    """One placement: its row (the best single device's latency in ``extra["best_single_ms"]``)."""
     problem = PlacementProblem.make(model, platform, "simulated")
-    name, kwargs = parse_method(spec)
-    result = make_method(name, **kwargs).place(problem, budget=budget, seed=seed)
-    ref = problem.reference
-    return {
-        "model": model,
-        "platform": platform,
-        "method": spec,
-        "seed": seed,
-        "budget": budget,
-        "latency_ms": result.latency * 1e3,
-        "optimum_ms": ref.latency * 1e3 if ref is not None else None,
-        "ratio": result.latency / ref.latency if ref is not None else None,
-        "best_single_ms": problem.baseline.latency * 1e3,
-        "evaluations": result.evaluations,
-        "wall_s": round(result.wall_time, 2),
-        "placement": result.placement.tolist(),
-        "graph_version": problem.benchmark.version,
-    }
+    try:
+        outcome = run_agent(resolve_agent(spec), problem, budget, seed)
+        row = make_row(problem, model, "simulated", spec, seed, budget, outcome)
+        row.extra["best_single_ms"] = problem.baseline.latency * 1e3
+        return row
+    finally:
+        problem.close()
 
 
-def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement") -> str:
+def _optimum_ms(row: ResultRow) -> float | None:
+    ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
+    return ref.latency * 1e3 if ref is not None and len(ref.placement) == row.groups else None
+
+
+def table(rows: list[ResultRow], heldout: set[str], ours: str = "guided_improvement") -> str:
     """Markdown: median ratio per method, and the targets of method ``ours``, per task."""
-    tasks = sorted({(r["model"], r["platform"]) for r in rows}, key=lambda t: (t[1], t[0]))
-    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    methods += sorted({r["method"] for r in rows} - set(methods))
+    tasks = sorted({(r.model, r.platform) for r in rows}, key=lambda t: (t[1], t[0]))
+    methods = [m for m in METHODS if any(r.method == m for r in rows)]
+    methods += sorted({r.method for r in rows} - set(methods))
     lines = [
         "| task | "
         + " | ".join(methods)
@@ -82,14 +81,10 @@ def table(rows: list[dict], heldout: set[str], ours: str = "guided_improvement")
     for model, platform in tasks:
         med = {}
         for m in methods:
-            lat = [
-                r["latency_ms"]
-                for r in rows
-                if (r["model"], r["platform"], r["method"]) == (model, platform, m)
-            ]
+            lat = [r.latency * 1e3 for r in rows if (r.model, r.platform, r.method) == (model, platform, m)]
             med[m] = float(np.median(lat)) if lat else None
-        opt = next(r["optimum_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
-        single = next(r["best_single_ms"] for r in rows if (r["model"], r["platform"]) == (model, platform))
+        first = next(r for r in rows if (r.model, r.platform) == (model, platform))
+        opt, single = _optimum_ms(first), first.extra["best_single_ms"]
         cells = [(f"{med[m] / opt:.4f}" if opt else f"{med[m]:.3f} ms") if med[m] else "-" for m in methods]
         mine = med.get(ours)
         searches = [med[m] for m in SEARCHES if med.get(m)]
@@ -150,15 +145,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ours", default="guided_improvement", help="the method spec the targets check")
     parser.add_argument("--out", help="folder for rows.jsonl and table.md")
     args = parser.parse_args(argv)
-    rows = [json.loads(line) for path in args.rows for line in Path(path).read_text().splitlines() if line]
+    rows = [row for path in args.rows for row in read_rows(path)]  # either row format
     if args.reuse is not None:
-        rows = [r for r in rows if r["method"] in args.reuse]
+        rows = [r for r in rows if r.method in args.reuse]
     for platform in args.platforms:
         for model in args.models + args.heldout:
             for spec in args.methods:
                 for seed in [0] if spec == "heft" else args.seeds:
                     rows.append(run(model, platform, spec, seed, args.budget))
-                    print(json.dumps({k: v for k, v in rows[-1].items() if k != "placement"}), flush=True)
+                    r = rows[-1]
+                    print(f"{model} {platform} {spec} seed {seed}: {r.latency * 1e3:.4f} ms, score {r.score:.4f}, "
+                          f"{r.evaluations} evaluations, {r.wall_time:.1f} s", flush=True)
     text = table(rows, set(args.heldout), args.ours) if rows else ""
     if args.timing:
         text += "\n\n" + json.dumps(timing(args.budget))
@@ -167,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "rows.jsonl").write_text("".join(row_line(r) for r in rows))
         (out / "table.md").write_text(text + "\n")
 
 

@@ -12,7 +12,9 @@ optimum) is the mean over seeds of each run's score.
     python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
     python -m experiments.report --suite results/igpu-search --methods heft ppo_gnn   # only these columns
 
-Several folders are read as one set of rows: a cell (model, graph, platform, method, seed, budget) found in
+A folder holds ``results.jsonl`` (``bench``) or ``rows.jsonl`` (``experiments.learned_vs_search``, older
+rows of which are converted, see :mod:`experiments.convert_rows`). Several folders are read as one set of
+rows: a cell (model, graph, platform, method, seed, budget) found in
 more than one folder is taken from the last folder that has it. Rows of a graph other than the one a
 reference optimum was solved on (another group count) get no normalised score.
 """
@@ -340,24 +342,33 @@ def suite_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def folder_rows(folder: Path) -> list[ResultRow]:
+    """The rows of a result folder: its ``results.jsonl`` (written by ``bench``), or the ``rows.jsonl`` of
+    ``experiments.learned_vs_search`` (either row format: the older one is converted)."""
+    from experiments.convert_rows import read_rows
+    from experiments.runs import ResultStore
+
+    if not (folder / "results.jsonl").exists() and (folder / "rows.jsonl").exists():
+        return read_rows(folder / "rows.jsonl")
+    return ResultStore(folder / "results.jsonl").rows()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print the paper-style and quality tables of one or more result folders (or, with ``--suite``, the
     suite table)."""
     import argparse
-
-    from experiments.runs import ResultStore
 
     parser = argparse.ArgumentParser(description="Paper-style tables of benchmark results.")
     parser.add_argument(
         "folders",
         nargs="+",
         type=Path,
-        help="folders holding results.jsonl (a cell in several: the last wins)",
+        help="folders holding results.jsonl, or a learned_vs_search rows.jsonl (a cell in several: the last wins)",
     )
     parser.add_argument("--suite", action="store_true", help="print the suite table (normalised scores)")
     parser.add_argument("--methods", nargs="+", help="only these methods (labels as printed, e.g. ppo_gnn)")
     args = parser.parse_args(argv)
-    rows = merge_rows([r for folder in args.folders for r in ResultStore(folder / "results.jsonl").rows()])
+    rows = merge_rows([r for folder in args.folders for r in folder_rows(folder)])
     if args.methods:
         rows = [r for r in rows if method_label(r.method) in args.methods]
     summary = summarise(rows)

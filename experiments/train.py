@@ -43,6 +43,7 @@ from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
+from placement_gym.protocol import check_trainable
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -399,6 +400,13 @@ def train_tasks(
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    for env_id in args.env:  # the protocol's held-out families are never trained on
+        try:
+            model = {**gym.spec(env_id).kwargs, **(args.env_kwargs or {})}.get("model")
+        except gym.error.Error:
+            continue  # an unknown ID: make_env says so
+        if isinstance(model, str):
+            check_trainable(model)
     if len(args.env) > 1:
         out = args.out or Path("runs") / "multitask" / f"{args.agent}-s{args.seed}"
         results = train_tasks(

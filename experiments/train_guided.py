@@ -34,6 +34,7 @@ from agents.learned.search import CostRanker, NoisyRanker, guided_search
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform, resolve_memory
 from placement_gym.problem import PlacementProblem
+from placement_gym.protocol import check_trainable
 from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.simulation.cost_model import CostModel
 
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--save-data", help="write every collected move to this .npz")
     parser.add_argument("--out", default=str(PRETRAINED))
     args = parser.parse_args(argv)
+    check_trainable(args.models)  # the protocol's held-out families are never trained on
     start = time.perf_counter()
     problems = list(task_problems(args.models, args.platforms, args.variants, args.sigma, args.seed))
     train = train_listwise if args.objective == "listwise" else train_pointwise

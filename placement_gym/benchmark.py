@@ -1,0 +1,303 @@
+"""Benchmark any agent under the protocol: ``evaluate(agent, tasks=..., budget=..., seeds=...)``.
+
+An agent is either
+
+* an object with ``place(target, budget=..., seed=...)`` (a ``agents.base.PlacementMethod`` instance, or
+  anything shaped like one) returning a placement or a result with a ``placement`` attribute; or
+* a plain callable ``place(problem, budget, seed) -> placement``.
+
+Each (task, seed) is one run on a fresh :class:`~placement_gym.problem.PlacementProblem` inside a
+:class:`~placement_gym.budget.Run` of ``budget`` distinct placements: a repeat is free, a new placement
+past the budget is refused by the problem (:class:`~placement_gym.errors.BudgetExhaustedError`, which ends
+the run: its row then holds the best placement the agent evaluated, ``extra["stopped_by_budget"]``). The
+placement the agent returns is evaluated once more after the run (free if the agent evaluated it; outside
+the budget otherwise: the agent never sees that latency) and its latency and normalised score make the
+row (:class:`~placement_gym.results.ResultRow`).
+
+    from placement_gym.benchmark import evaluate
+    rows = evaluate(my_place, tasks=["train"], tier="standard", out="results/mine")
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement_gym import protocol
+from placement_gym.budget import Run, TrackerListener
+from placement_gym.errors import BudgetExhaustedError, ConfigError, UnknownNameError
+from placement_gym.platforms import Platform
+from placement_gym.problem import PlacementProblem, problem_of
+from placement_gym.results import ResultRow, ResultStore, cell_key, library_versions, thin_history
+
+#: A plain-callable agent: ``place(problem, budget, seed) -> placement``.
+PlaceFunction = Callable[[PlacementProblem, "int | None", int], Any]
+
+
+@dataclass
+class Outcome:
+    """What one run of an agent gave.
+
+    Attributes:
+        placement: The ``(G,)`` placement the agent returned (its best evaluated one if it returned none).
+        latency: That placement's latency, seconds.
+        evaluations: Distinct placements the agent evaluated.
+        wall_time: Seconds the agent ran.
+        history: ``(evaluations, best latency so far)`` after each distinct placement.
+        extra: The agent's extras (of a ``PlacementResult``) and ``stopped_by_budget``.
+    """
+
+    placement: np.ndarray
+    latency: float
+    evaluations: int
+    wall_time: float
+    history: list[tuple[int, float]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_agent(agent: Any) -> None:
+    """Refuse what is neither an object with ``place`` nor a callable ``place(problem, budget, seed)``.
+
+    Raises:
+        ConfigError: Naming what was given and what is expected.
+    """
+    if inspect.isclass(agent):
+        raise ConfigError(
+            f"agent {agent.__name__} is a class: pass an instance (e.g. {agent.__name__}()), or a function "
+            "place(problem, budget, seed) -> placement"
+        )
+    if hasattr(agent, "place") and callable(agent.place):
+        return
+    if not callable(agent):
+        raise ConfigError(
+            f"agent {agent!r} is neither an object with place(target, budget=, seed=) nor a callable "
+            "place(problem, budget, seed) -> placement"
+        )
+
+
+def run_agent(
+    agent: Any,
+    target: Any,
+    budget: int | None,
+    seed: int,
+    listeners: Sequence[TrackerListener] = (),
+) -> Outcome:
+    """One run of ``agent`` on ``target`` (a problem, or an env for agents that step it) within ``budget``.
+
+    Raises:
+        ConfigError: If ``agent`` is not an agent (:func:`check_agent`).
+        PlacementError: If the agent returns a malformed placement.
+    """
+    check_agent(agent)
+    problem = problem_of(target)
+    run = Run(problem, budget)
+    run.listeners.extend(listeners)
+    extra: dict[str, Any] = {}
+    start = time.perf_counter()
+    try:
+        if hasattr(agent, "place"):
+            returned = agent.place(target, budget=budget, seed=seed)
+        else:
+            returned = agent(problem, budget, seed)
+    except BudgetExhaustedError:
+        returned, extra["stopped_by_budget"] = None, True
+    finally:
+        wall = time.perf_counter() - start
+        run.detach()
+    if returned is not None and hasattr(returned, "placement"):
+        extra.update(getattr(returned, "extra", None) or {})
+        returned = returned.placement
+    if returned is None:
+        if run.best_placement is None:
+            returned = np.full(problem.num_groups, problem.host, dtype=np.int64)
+        else:
+            returned = run.best_placement
+    placement = problem.validate(returned)
+    latency = problem.evaluate(placement).latency  # the memo's answer if the agent evaluated it
+    return Outcome(placement, float(latency), run.used, wall, list(run.history), extra)
+
+
+def cpu_device(platform: Platform) -> int:
+    """Index of the reference "CPU-only" device: the host if it is a CPU, else the first CPU."""
+    devices = platform.devices
+    if devices[platform.host].kind in ("cpu", "virtual"):
+        return platform.host
+    return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
+
+
+def make_row(
+    problem: PlacementProblem,
+    model: str,
+    backend: str,
+    method: str,
+    seed: int,
+    budget: int | None,
+    outcome: Outcome,
+    protocol_version: str | None = None,
+    tier: str | None = None,
+) -> ResultRow:
+    """The row of one run (the CPU-only latency is evaluated here, after the run: not charged)."""
+    cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
+    cpu = problem.evaluate(cpu_only).latency
+    extra = {k: v for k, v in outcome.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
+    identity = problem.benchmark.identity()
+    latency = outcome.latency
+    return ResultRow(
+        model=model,
+        graph_version=problem.benchmark.version,
+        platform=problem.platform.name,
+        backend=backend,
+        coarsening=problem.coarse.level,
+        groups=problem.num_groups,
+        method=method,
+        seed=seed,
+        budget=budget,
+        latency=latency,
+        cpu_only_latency=cpu,
+        speedup_vs_cpu=cpu / latency if np.isfinite(latency) else 0.0,
+        evaluations=outcome.evaluations,
+        wall_time=outcome.wall_time,
+        placement=outcome.placement.tolist(),
+        history=thin_history(outcome.history),
+        extra=extra,
+        versions=library_versions(),
+        model_path=identity.get("model_path"),
+        model_sha256=identity.get("model_sha256"),
+        input_shapes=identity.get("input_shapes"),
+        protocol=protocol_version,
+        tier=tier,
+        score=problem.score(latency) if latency > 0 else math.nan,
+    )
+
+
+def agent_name(agent: Any) -> str:
+    """A default method label: the agent's ``name`` attribute, else ``module:qualname`` of its class or
+    function."""
+    name = getattr(agent, "name", None)
+    if isinstance(name, str) and name and not inspect.isfunction(agent):
+        return name
+    target = agent if inspect.isfunction(agent) or inspect.isclass(agent) else type(agent)
+    return f"{target.__module__}:{target.__qualname__}"
+
+
+def evaluate(
+    agent: Any,
+    tasks: Sequence[str] | None = None,
+    budget: int | None = None,
+    seeds: Sequence[int] | None = None,
+    *,
+    tier: str | None = None,
+    name: str | None = None,
+    out: str | os.PathLike | None = None,
+) -> list[ResultRow]:
+    """Benchmark ``agent`` on protocol tasks: one row per (task, seed).
+
+    Args:
+        agent: A ``PlacementMethod`` instance (or any object with ``place(target, budget=, seed=)``), or a
+            callable ``place(problem, budget, seed) -> placement``.
+        tasks: Split names (``train``, ``held-out``) and ``model/platform`` task names (default: train);
+            without a ``tier`` any zoo model on any platform (``tiny_cnn/cpu-dgpu``).
+        budget: Distinct placements per run; give this or ``tier``.
+        seeds: Seeds (default: the protocol's 0-4); repeats are run once.
+        tier: A protocol tier (``tiny``, ``standard``, ``large``): sets the budget and marks the rows with
+            the protocol version.
+        name: The method label of the rows (default: :func:`agent_name`).
+        out: A folder: rows are appended to ``out/results.jsonl`` and finished cells are skipped (also
+            those another process is running: see :class:`~placement_gym.results.ResultStore`).
+
+    Returns:
+        The rows of the requested cells that are stored (``out``) or were run, in task and seed order.
+
+    Raises:
+        ConfigError: For a bad agent, or neither/both of ``budget`` and ``tier``.
+        UnknownNameError: For an unknown task or tier.
+    """
+    check_agent(agent)
+    if (budget is None) == (tier is None):
+        raise ConfigError(
+            "give exactly one of budget= (distinct placements per run) or tier= (a protocol tier)"
+        )
+    if tier is not None:
+        budget = protocol.tier_budget(tier)
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise ConfigError(f"budget must be a positive integer number of distinct placements, got {budget!r}")
+    version = protocol.VERSION if tier is not None else None
+    label = name or agent_name(agent)
+    chosen = _tasks(tasks, protocol_run=tier is not None)
+    seed_list = list(dict.fromkeys(int(s) for s in (protocol.SEEDS if seeds is None else seeds)))
+    store = ResultStore(Path(out) / "results.jsonl") if out is not None else None
+    rows: list[ResultRow] = []
+    for task in chosen:
+        for seed in seed_list:
+            key = cell_key(
+                task.model, _zoo_version(task.model), task.platform, protocol.BACKEND, protocol.COARSENING,
+                label, seed, int(budget), version,
+            )  # fmt: skip
+            if store is not None and not store.claim(key):
+                continue
+            try:
+                problem = PlacementProblem.make(task.model, task.platform, protocol.BACKEND)
+                try:
+                    outcome = run_agent(agent, problem, int(budget), seed)
+                    row = make_row(
+                        problem,
+                        task.model,
+                        protocol.BACKEND,
+                        label,
+                        seed,
+                        int(budget),
+                        outcome,
+                        version,
+                        tier,
+                    )
+                finally:
+                    problem.close()
+            except BaseException:
+                if store is not None:
+                    store.release(key)
+                raise
+            if store is not None:
+                store.append(row)
+            else:
+                rows.append(row)
+    if store is None:
+        return rows
+    wanted = {
+        cell_key(t.model, _zoo_version(t.model), t.platform, protocol.BACKEND, protocol.COARSENING, label, s,
+                 int(budget), version)
+        for t in chosen for s in seed_list
+    }  # fmt: skip
+    return [row for row in store.rows() if row.key in wanted]
+
+
+def _tasks(tasks: Sequence[str] | None, protocol_run: bool) -> list[protocol.Task]:
+    """Protocol tasks; without a tier also any ``zoo_model/platform`` (e.g. ``tiny_cnn/cpu-dgpu``)."""
+    if isinstance(tasks, str):
+        tasks = [tasks]
+    if protocol_run or tasks is None:
+        return protocol.resolve_tasks(list(tasks) if tasks is not None else None)
+    out = []
+    for item in tasks:
+        model, sep, platform = item.partition("/")
+        if item in protocol.SPLITS or not sep:
+            out += protocol.resolve_tasks([item])
+        else:
+            _zoo_version(model)
+            out.append(protocol.Task(model, platform, "custom"))
+    return list(dict.fromkeys(out))
+
+
+def _zoo_version(model: str) -> int:
+    from placement_gym.zoo import MODELS
+
+    if model not in MODELS:
+        raise UnknownNameError("zoo model of a task", model, MODELS)
+    return MODELS[model].version
