@@ -9,6 +9,8 @@ Subcommands:
     calibrate  redo the validated per-layer profiles of the local platform's devices (and, with
                --boundaries, the segment-boundary costs)
     datasets   Minari datasets of solved placements (optimum, HEFT, improvement paths) per task
+    validate   replay result rows on their tasks; reject rows that do not reproduce
+    leaderboard  run the protocol's cells resumably and write docs/LEADERBOARD.md from the stored rows
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
 exits with status 2; ``--debug`` shows the traceback instead.
@@ -39,7 +41,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import bench, calibrate, datasets, place, show, train
+    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
 
     parser = argparse.ArgumentParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("place", place),
         ("calibrate", calibrate),
         ("datasets", datasets),
+        ("validate", validate),
+        ("leaderboard", leaderboard),
     ):
         doc = module.__doc__.splitlines()[0]
         module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
@@ -69,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from experiments import bench, calibrate, datasets, place, show, train
+    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
 
     if args.command == "graphs":
         from experiments.graph_table import graph_table
@@ -78,7 +82,7 @@ def _run(args: argparse.Namespace) -> None:
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
         modules = {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}
-        modules.update(datasets=datasets)
+        modules.update(datasets=datasets, validate=validate, leaderboard=leaderboard)
         modules[args.command].run_from_args(args)
 
 
