@@ -74,14 +74,18 @@ def store_path(results: Path, tier: str, spec: str) -> Path:
 
 
 def code_version() -> str:
-    """The commit of the code running (``+dirty`` if the work tree has changes), or ``unknown``."""
+    """The commit of the code running (``+dirty`` if tracked files outside ``results/`` have changes), or
+    ``unknown``."""
     root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
+            cwd=root,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
