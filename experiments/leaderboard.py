@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,8 @@ METHODS: tuple[str, ...] = (
     "maskable_ppo_gnn",
     "ppo_mlp",
 )
+#: Progress lines, flushed (the run is long and usually logs to a file).
+_PRINT = functools.partial(print, flush=True)
 #: Methods whose result does not depend on the seed (run once per task).
 SEEDLESS = frozenset({"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"})
 
@@ -103,7 +106,7 @@ def run_tier(
     methods: Sequence[str] = METHODS,
     results: Path = RESULTS,
     tasks: Sequence[str] | None = None,
-    log=print,
+    log: Callable[[str], None] = _PRINT,
 ) -> int:
     """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run."""
     from agents import method_class
@@ -203,6 +206,9 @@ def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
             "",
             "Not ranked: " + "; ".join(f"`{m}`: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
+    missing = [m for m in METHODS if m not in by_method]
+    if missing:
+        lines += ["", "No rows at this tier: " + ", ".join(f"`{m}`" for m in missing) + "."]
     lines += [
         "",
         f"Mean normalised score per task (over its runs), tier `{tier}`:",
@@ -232,6 +238,13 @@ def render(rows_by_tier: dict[str, list[ResultRow]]) -> str:
         "are per method: rows stored, mean evaluations and mean seconds per run (wall time on a shared, "
         "loaded machine). `code` is the commit that produced the rows. Every row replays: "
         "`placement-gym validate results/leaderboard/<tier>/*.jsonl`.",
+        "",
+        "Made with `placement-gym leaderboard --run <tier>` (resumable; `--methods` picks methods) and regenerated "
+        "with `placement-gym leaderboard`. Every method runs with its defaults, except the MILP-based ones: "
+        "`milp` and `moirai` with a 30 s HiGHS time limit, `exact` with 10 s per segment and 30 s in all. "
+        "These limits are wall-clock, and the rows were made on two cores shared with other jobs (load "
+        "average 10-18), so these methods got a fraction of a core and an idle machine gives them better "
+        "scores.",
         "",
     ]
     for tier in sorted(rows_by_tier, key=lambda t: (TIERS.get(t, math.inf), t)):
