@@ -241,10 +241,10 @@ def render(rows_by_tier: dict[str, list[ResultRow]]) -> str:
         "",
         "Made with `placement-gym leaderboard --run <tier>` (resumable; `--methods` picks methods) and regenerated "
         "with `placement-gym leaderboard`. Every method runs with its defaults, except the MILP-based ones: "
-        "`milp` and `moirai` with a 30 s HiGHS time limit, `exact` with 10 s per segment and 30 s in all. "
-        "These limits are wall-clock, and the rows were made on two cores shared with other jobs (load "
-        "average 10-18), so these methods got a fraction of a core and an idle machine gives them better "
-        "scores.",
+        "`milp` and `moirai` with a 30 s HiGHS time limit, `exact` with 10 s per segment MILP (and 30 s for "
+        "the whole solve where memory can bind). These limits are wall-clock, and the rows were made on two "
+        "cores shared with other jobs (load average 10-23), so these methods got a fraction of a core and an "
+        "idle machine may give them better scores.",
         "",
     ]
     for tier in sorted(rows_by_tier, key=lambda t: (TIERS.get(t, math.inf), t)):
