@@ -8,6 +8,9 @@ Subcommands:
     graphs   node/edge counts of the benchmark graphs at every coarsening level
     calibrate  redo the validated per-layer profiles of the local platform's devices (and, with
                --boundaries, the segment-boundary costs)
+    datasets   Minari datasets of solved placements (optimum, HEFT, improvement paths) per task
+    validate   replay result rows on their tasks; reject rows that do not reproduce
+    leaderboard  run the protocol's cells resumably and write docs/LEADERBOARD.md from the stored rows
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
 exits with status 2; ``--debug`` shows the traceback instead.
@@ -23,7 +26,7 @@ from experiments.arguments import OneLineParser, UniqueList, positive_int, run_c
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import bench, calibrate, place, show, train
+    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
 
     parser = OneLineParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
@@ -38,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", show),
         ("place", place),
         ("calibrate", calibrate),
+        ("datasets", datasets),
+        ("validate", validate),
+        ("leaderboard", leaderboard),
     ):
         doc = module.__doc__.splitlines()[0]
         module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
@@ -52,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from experiments import bench, calibrate, place, show, train
+    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
 
     if args.command == "graphs":
         from experiments.graph_table import graph_table
@@ -60,9 +66,9 @@ def _run(args: argparse.Namespace) -> None:
 
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
-        {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}[
-            args.command
-        ].run_from_args(args)
+        modules = {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}
+        modules.update(datasets=datasets, validate=validate, leaderboard=leaderboard)
+        modules[args.command].run_from_args(args)
 
 
 def _show_notes() -> None:

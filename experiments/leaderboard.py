@@ -1,0 +1,317 @@
+"""The leaderboard: run the protocol's cells resumably and write ``docs/LEADERBOARD.md`` from the stored rows.
+
+``placement-gym leaderboard --run standard`` runs every missing cell (method x train task x seed) of a tier,
+cheapest methods first, appending one row per cell to ``results/leaderboard/<tier>/<method>.jsonl`` (the
+rows are the store: an interrupted run resumes where it stopped, a cell already stored is skipped). A
+seedless method (its result does not depend on the seed) runs once per task, with seed 0, and counts as
+the same result for every seed. Rows keep their history at fixed checkpoints only, so the committed
+store stays small; each row records the commit of the code that produced it (``extra["code"]``).
+
+``placement-gym leaderboard`` (without ``--run``) only regenerates the page from the stored rows: per tier,
+each method's IQM and optimality gap of the normalised scores with 95% stratified-bootstrap intervals,
+its mean score per task, the evaluations it spent and its wall time, and the submission template.
+
+Every stored row replays on the simulated backend (``placement-gym validate``); the test suite replays them
+all, so an entry that no longer reproduces fails CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import math
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from placement_gym.errors import ConfigError
+from placement_gym.results import ResultRow, ResultStore
+
+#: Where the stored rows live, one folder per tier, one file per method.
+RESULTS = Path("results") / "leaderboard"
+#: The generated page.
+PAGE = Path("docs") / "LEADERBOARD.md"
+#: Every method of the leaderboard, in run order (cheap classical baselines and searches first, then the
+#: MILP-based methods with a 30 s time limit, then the expensive published systems, then the SB3 learners).
+METHODS: tuple[str, ...] = (
+    "single_device",
+    "random_search",
+    "heft",
+    "m_topo",
+    "m_etf",
+    "m_sct",
+    "metis",
+    "local_search",
+    "simulated_annealing",
+    "guided_improvement",
+    "hsdag",
+    "milp:time_limit=30",
+    "moirai:time_limit=30",
+    "exact:segment_time_limit=10,time_limit=30",
+    "grouper_placer",
+    "rl_placement",
+    "placeto",
+    "ppo_gnn",
+    "a2c_gnn",
+    "maskable_ppo_gnn",
+    "ppo_mlp",
+)
+#: Progress lines, flushed (the run is long and usually logs to a file).
+_PRINT = functools.partial(print, flush=True)
+#: Methods whose result does not depend on the seed (run once per task).
+SEEDLESS = frozenset({"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"})
+
+
+def method_name(spec: str) -> str:
+    """The registry name of a method spec (``milp:time_limit=30`` -> ``milp``)."""
+    return spec.partition(":")[0]
+
+
+def store_path(results: Path, tier: str, spec: str) -> Path:
+    """The rows file of one method in one tier."""
+    return results / tier / f"{method_name(spec)}.jsonl"
+
+
+def code_version() -> str:
+    """The commit of the code running (``+dirty`` if tracked files outside ``results/`` have changes), or
+    ``unknown``."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def compact(row: ResultRow) -> ResultRow:
+    """``row`` with only scalar extras (losses and other lists stay out of the committed store)."""
+    extra = {k: v for k, v in row.extra.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    return dataclasses.replace(row, extra=extra)
+
+
+def run_tier(
+    tier: str,
+    methods: Sequence[str] = METHODS,
+    results: Path = RESULTS,
+    tasks: Sequence[str] | None = None,
+    log: Callable[[str], None] = _PRINT,
+) -> int:
+    """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run."""
+    from agents import method_class
+    from experiments.bench import run_cell
+    from experiments.runs import parse_method
+    from placement_gym.protocol import BACKEND, COARSENING, SEEDS, VERSION, resolve_tasks, tier_budget
+    from placement_gym.tasks import reference_optimum
+
+    budget = tier_budget(tier)
+    for spec in methods:  # an unknown method fails now, not after an hour of other cells
+        method_class(parse_method(spec)[0])
+    task_list = resolve_tasks(list(tasks) if tasks else ["train"])
+    code = code_version()
+    ran = 0
+    for spec in methods:
+        store = ResultStore(store_path(results, tier, spec))
+        for reason in store.set_aside():
+            log(f"note: set aside {reason} (its cell runs again)")
+        seeds = SEEDS[:1] if method_name(spec) in SEEDLESS else SEEDS
+        done = {
+            (r.model, r.platform, r.seed)
+            for r in store.rows()
+            if r.method == spec and r.budget == budget and r.protocol == VERSION
+        }
+        for task in task_list:
+            for seed in seeds:
+                if (task.model, task.platform, seed) in done:
+                    continue
+                start = time.process_time()
+                row = run_cell(
+                    task.model, spec, seed, budget, task.platform, BACKEND, COARSENING,
+                    protocol_version=VERSION, tier=tier,
+                )  # fmt: skip
+                row = compact(row)
+                if math.isnan(row.score):  # the protocol's row carries it; computed here if not
+                    ref = reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
+                    row = dataclasses.replace(row, score=ref.score(row.latency))
+                row = dataclasses.replace(row, extra={**row.extra, "code": code})
+                store.append(row)
+                ran += 1
+                log(
+                    f"{tier} {spec} {task.name} seed {seed}: score {row.score:.3f}, {row.evaluations} evals, "
+                    f"{row.wall_time:.1f} s wall, {time.process_time() - start:.1f} s CPU"
+                )
+    return ran
+
+
+def stored_rows(results: Path = RESULTS) -> dict[str, list[ResultRow]]:
+    """Every stored leaderboard row, by tier."""
+    out: dict[str, list[ResultRow]] = {}
+    for folder in sorted(p for p in results.glob("*") if p.is_dir()):
+        rows: list[ResultRow] = []
+        for path in sorted(folder.glob("*.jsonl")):
+            if path.name.endswith(".rejected.jsonl"):
+                continue
+            rows.extend(ResultStore(path).rows())
+        if rows:
+            out[folder.name] = rows
+    return out
+
+
+def _interval(point: float, low: float, high: float) -> str:
+    return f"{point:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
+    """The page's section of one tier: the ranked table (IQM order), the per-task scores, the methods left
+    out and why."""
+    from experiments.aggregate import iqm, optimality_gap, score_matrices, stratified_interval
+    from placement_gym.protocol import TIERS
+
+    matrices, tasks, left_out = score_matrices(list(rows))
+    stats = {
+        m: {f.__name__: (f(s), *stratified_interval(s, f)) for f in (iqm, optimality_gap)}
+        for m, s in matrices.items()
+    }
+    order = sorted(matrices, key=lambda m: (-stats[m]["iqm"][0], m))
+    by_method: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        by_method.setdefault(r.method, []).append(r)
+    lines = [
+        f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)",
+        "",
+        "| rank | method | IQM [95% CI] | optimality gap [95% CI] | runs | evaluations | wall time (s) | code |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rank, m in enumerate(order, 1):
+        rs = by_method[m]
+        codes = sorted({str(r.extra.get("code", "unknown")) for r in rs})
+        lines.append(
+            f"| {rank} | `{m}` | {_interval(*stats[m]['iqm'])} | {_interval(*stats[m]['optimality_gap'])} | "
+            f"{len(rs)} | {np.mean([r.evaluations for r in rs]):.0f} | {np.mean([r.wall_time for r in rs]):.1f} | "
+            f"{', '.join(codes)} |"
+        )
+    if left_out:
+        lines += [
+            "",
+            "Not ranked: " + "; ".join(f"`{m}`: {why}" for m, why in sorted(left_out.items())) + ".",
+        ]
+    missing = [m for m in METHODS if m not in by_method]
+    if missing:
+        lines += ["", "No rows at this tier: " + ", ".join(f"`{m}`" for m in missing) + "."]
+    lines += [
+        "",
+        f"Mean normalised score per task (over its runs), tier `{tier}`:",
+        "",
+        "| method | " + " | ".join(f"{m} / {p}" for m, p in tasks) + " |",
+        "|---|" + "---|" * len(tasks),
+    ]
+    lines += [f"| `{m}` | " + " | ".join(f"{v:.3f}" for v in matrices[m].mean(axis=0)) + " |" for m in order]
+    return lines + [""]
+
+
+def render(rows_by_tier: dict[str, list[ResultRow]]) -> str:
+    """The leaderboard page."""
+    from placement_gym.protocol import SEEDS, TIERS, TRAIN_TASKS, VERSION
+
+    lines = [
+        "# Leaderboard",
+        "",
+        "<!-- generated by `placement-gym leaderboard` from results/leaderboard/; do not edit by hand -->",
+        "",
+        f"Protocol {VERSION} (docs/protocol.md): the {len(TRAIN_TASKS)} train tasks, seeds "
+        f"{', '.join(map(str, SEEDS))} (a seedless method's one run per task counts for every seed), a budget "
+        "of distinct evaluated placements per run. A run's score is the normalised score of its placement's "
+        "simulated latency: 0 = the best single device, 1 = the task's proven optimum. IQM: interquartile "
+        "mean over all runs of all tasks; optimality gap: the mean shortfall below 1 (lower is better); both "
+        "with 95% stratified-bootstrap intervals (`experiments.aggregate`). Runs, evaluations and wall time "
+        "are per method: rows stored, mean evaluations and mean seconds per run (wall time on a shared, "
+        "loaded machine). `code` is the commit that produced the rows. Every row replays: "
+        "`placement-gym validate results/leaderboard/<tier>/*.jsonl`.",
+        "",
+        "Made with `placement-gym leaderboard --run <tier>` (resumable; `--methods` picks methods) and regenerated "
+        "with `placement-gym leaderboard`. Every method runs with its defaults, except the MILP-based ones: "
+        "`milp` and `moirai` with a 30 s HiGHS time limit, `exact` with 10 s per segment MILP (and 30 s for "
+        "the whole solve where memory can bind). These limits are wall-clock, and the rows were made on two "
+        "cores shared with other jobs (load average 10-23), so these methods got a fraction of a core and an "
+        "idle machine may give them better scores.",
+        "",
+    ]
+    for tier in sorted(rows_by_tier, key=lambda t: (TIERS.get(t, math.inf), t)):
+        rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION]
+        if rows:
+            lines += tier_table(rows, tier)
+    lines += SUBMISSION
+    return "\n".join(lines) + "\n"
+
+
+SUBMISSION = [
+    "## Submitting a result",
+    "",
+    "1. Run your method on every train task with every seed of a tier, through the protocol (the budget",
+    "   counts distinct placements; the problem refuses a new placement past it):",
+    "",
+    "   ```bash",
+    "   placement-gym bench --tier standard --methods my_pkg.my_module:MyAgent --out results/my-agent",
+    "   ```",
+    "",
+    "   or, for a method of `agents.METHODS`, `placement-gym leaderboard --run standard --methods NAME`,",
+    "   which writes `results/leaderboard/standard/NAME.jsonl` and regenerates this page.",
+    "2. Check that every row replays (exit status 0, one `OK` line per row):",
+    "",
+    "   ```bash",
+    "   placement-gym validate results/my-agent/results.jsonl",
+    "   ```",
+    "",
+    "3. Open a pull request adding the rows under `results/leaderboard/<tier>/` (one JSON line per run,",
+    "   the format of `placement_gym.results.ResultRow`: task (`model`, `graph_version`, `platform`,",
+    "   `backend`, `coarsening`, `groups`), `method`, `seed`, `budget`, `tier`, `protocol`, the",
+    "   `placement`, its `latency` and `score`, `evaluations`, `wall_time`, the `history` at fixed",
+    "   checkpoints, `versions`), and the regenerated page (`placement-gym leaderboard`). CI replays every",
+    "   stored row on the simulated backend; a row whose placement, latency, score, graph version or task",
+    "   does not match is rejected.",
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run", metavar="TIER", default=None, help="run the missing cells of this tier first"
+    )
+    parser.add_argument(
+        "--methods", nargs="+", default=None, help="method specs to run (default: every leaderboard method)"
+    )
+    parser.add_argument("--tasks", nargs="+", default=None, help="protocol tasks or splits (default: train)")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="rows folder (default: results/leaderboard)"
+    )
+    parser.add_argument("--out", type=Path, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    if args.methods and not args.run:
+        raise ConfigError("--methods chooses what --run runs; give --run TIER too (e.g. --run standard)")
+    if args.run:
+        run_tier(args.run, args.methods or METHODS, args.results, args.tasks)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(stored_rows(args.results)))
+    print(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

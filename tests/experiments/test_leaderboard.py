@@ -1,0 +1,49 @@
+"""The leaderboard: every stored row replays (an entry that no longer reproduces fails CI), the run is
+resumable, and the page is generated from the stored rows."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from experiments.leaderboard import PAGE, RESULTS, render, run_tier, stored_rows
+from experiments.validate import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+STORED = sorted((ROOT / RESULTS).glob("*/*.jsonl"))
+
+
+def test_the_leaderboard_has_stored_rows_small_enough_for_git():
+    assert STORED, f"no stored rows under {RESULTS}"
+    sizes = [p.stat().st_size for p in STORED]
+    assert max(sizes) < 1_000_000 and sum(sizes) < 2_000_000
+
+
+@pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_stored_row_replays(path):
+    rejected = [v.line() for v in validate([path]) if not v.ok]
+    assert not rejected, "\n".join(rejected)
+
+
+def test_the_committed_page_is_generated_from_the_stored_rows():
+    expected = render(stored_rows(ROOT / RESULTS))
+    assert (ROOT / PAGE).read_text() == expected, "regenerate it: placement-gym leaderboard"
+
+
+def test_run_is_resumable_and_seedless_methods_run_once(tmp_path, monkeypatch):
+    task = ["resnet50/cpu-igpu"]
+    assert run_tier("tiny", ["heft", "random_search"], tmp_path, tasks=task, log=lambda *_: None) == 1 + 5
+    rows = stored_rows(tmp_path)["tiny"]
+    assert sorted((r.method, r.seed) for r in rows) == [("heft", 0)] + [
+        ("random_search", s) for s in range(5)
+    ]
+    for r in rows:
+        assert r.protocol and r.tier == "tiny" and r.budget == 100 and r.evaluations <= 100
+        assert r.extra["code"] and math.isfinite(r.score) and r.score <= 1 + 1e-9
+        assert len(r.history) <= 12  # thinned at fixed checkpoints
+    import experiments.bench as bench
+
+    monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("a stored cell ran again"))
+    assert run_tier("tiny", ["heft", "random_search"], tmp_path, tasks=task, log=lambda *_: None) == 0
