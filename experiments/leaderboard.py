@@ -109,15 +109,14 @@ def run_tier(
     log: Callable[[str], None] = _PRINT,
 ) -> int:
     """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run."""
-    from agents import method_class
+    from agents.specs import parse_spec
     from experiments.bench import run_cell
-    from experiments.runs import parse_method
     from placement_gym.protocol import BACKEND, COARSENING, SEEDS, VERSION, resolve_tasks, tier_budget
     from placement_gym.tasks import reference_optimum
 
     budget = tier_budget(tier)
-    for spec in methods:  # an unknown method fails now, not after an hour of other cells
-        method_class(parse_method(spec)[0])
+    for spec in methods:  # an unknown method or a bad argument fails now, not after an hour of other cells
+        parse_spec(spec)
     task_list = resolve_tasks(list(tasks) if tasks else ["train"])
     code = code_version()
     ran = 0
