@@ -10,7 +10,7 @@ For each (CPU fraction, GPU fraction) of the ``model-parallel`` platform (each G
 fractions are shares of the model's weight bytes, :func:`placement_gym.platforms.resolve_memory`) and each
 model it reports: whether every single-device placement is out of memory, the best feasible latency of
 Baechi's list schedulers m-TOPO / m-ETF / m-SCT (the score's baseline there), the optimum with memory
-relaxed (the exact decomposition, :func:`agents.baselines.exact.solve_decomposed`, on the cost model with
+relaxed (the exact decomposition, :func:`agents.baselines.segment_solver.solve_decomposed`, on the cost model with
 infinite capacities; it does not depend on the fractions) and whether its placement fits the capacities:
 if it does, it is the optimum of the constrained task and the headroom is ``baseline / optimum``; if not,
 the constrained optimum is higher and ``baseline / relaxed optimum`` only bounds the headroom from above.
@@ -33,7 +33,7 @@ import numpy as np
 
 from agents.baselines.baechi import list_scheduler_placements
 from agents.baselines.common import allowed_devices
-from agents.baselines.exact import solve_decomposed
+from agents.baselines.segment_solver import solve_decomposed
 from placement_gym.platforms import load_platform
 from placement_gym.problem import PlacementProblem
 from placement_gym.simulation.schedule import Schedule
