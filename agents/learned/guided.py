@@ -56,7 +56,8 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, FineTuningScorer, MoveScorer
+from agents.learned.fine_tuning import FineTuningScorer
+from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, MoveScorer
 from agents.learned.search import CostRanker, EstimateRanker, MoveRanker, RandomRanker, guided_search
 from placement_gym.errors import UnknownNameError
 from placement_gym.simulation.cost_model import CostModel
