@@ -22,7 +22,14 @@ import numpy as np
 
 from agents import make_method, method_class
 from experiments.report import write_report
-from experiments.runs import ResultRow, ResultStore, library_versions, method_label, parse_method
+from experiments.runs import (
+    ResultRow,
+    ResultStore,
+    library_versions,
+    method_label,
+    parse_method,
+    speedup_text,
+)
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.platforms import Platform, load_platform
@@ -93,6 +100,36 @@ def cpu_device(platform: Platform) -> int:
     return next((i for i, d in enumerate(devices) if d.kind == "cpu"), platform.host)
 
 
+def speedup_reference(problem: Any) -> tuple[float, str, float]:
+    """What a row's speedup is measured against: ``(CPU-only latency, reference, reference latency)``.
+
+    The reference is the CPU-only placement (``"cpu_only"``); where it does not fit in memory, the fastest
+    single device that does (``"<device>_only"``); where none fits (``model-parallel``), ``"none"`` with an
+    infinite latency, and the speedup is undefined. Evaluated after the method: not charged to its budget.
+    """
+    devices = problem.platform.devices
+
+    def alone(d: int) -> float:
+        return problem.evaluate(np.full(problem.num_groups, d, dtype=np.int64)).latency
+
+    host = cpu_device(problem.platform)
+    cpu = alone(host)
+    if np.isfinite(cpu):
+        return cpu, "cpu_only", cpu
+    fits = {devices[d].name: lat for d in range(len(devices)) if d != host and np.isfinite(lat := alone(d))}
+    if not fits:
+        return cpu, "none", float("inf")
+    best = min(fits, key=fits.get)
+    return cpu, f"{best}_only", fits[best]
+
+
+def speedup(reference_latency: float, latency: float) -> float:
+    """``reference / latency``: 0 for an infeasible result, NaN where no single device fits."""
+    if not np.isfinite(reference_latency):
+        return float("nan")
+    return reference_latency / latency if np.isfinite(latency) else 0.0
+
+
 def run_cell(
     model: str,
     spec: str,
@@ -116,8 +153,7 @@ def run_cell(
         name, kwargs = parse_method(spec)
         method = make_method(name, **kwargs)
         result = method.place(env, budget=budget, seed=seed, listeners=listeners)
-        cpu_only = np.full(problem.num_groups, cpu_device(problem.platform), dtype=np.int64)
-        cpu = problem.evaluate(cpu_only).latency  # after the method: not charged to its budget
+        cpu, reference, reference_latency = speedup_reference(problem)
         extra = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
         identity = problem.benchmark.identity()
         return ResultRow(
@@ -132,7 +168,8 @@ def run_cell(
             budget=budget,
             latency=result.latency,
             cpu_only_latency=cpu,
-            speedup_vs_cpu=cpu / result.latency if np.isfinite(result.latency) else 0.0,
+            speedup_vs_cpu=speedup(reference_latency, result.latency),
+            speedup_reference=reference,
             evaluations=result.evaluations,
             wall_time=result.wall_time,
             placement=result.placement.tolist(),
@@ -198,7 +235,7 @@ def run_grid(
             bar.update(1)
             bar.write(
                 f"{model:>12} {method_label(spec):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
-                f"(x{row.speedup_vs_cpu:.2f} vs CPU, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
+                f"({speedup_text(row)}, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
             )
     finally:
         bar.close()

@@ -101,10 +101,21 @@ class ResultRow:
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[int]] | None = None
+    #: What ``speedup_vs_cpu`` is against: ``"cpu_only"``; where CPU-only does not fit in memory, the
+    #: fastest single device that does (``"<device>_only"``); ``"none"`` where no single device fits (the
+    #: speedup is then NaN). Rows written before this field: CPU-only.
+    speedup_reference: str = "cpu_only"
 
     @property
     def key(self) -> tuple:
         return (self.model, self.platform, self.backend, self.coarsening, self.method, self.seed, self.budget)
+
+
+def speedup_text(row: ResultRow) -> str:
+    """``x1.23 vs cpu_only`` (the reference the speedup is against), or why there is none."""
+    if row.speedup_reference == "none" or not math.isfinite(row.speedup_vs_cpu):
+        return "no single device fits: no speedup"
+    return f"x{row.speedup_vs_cpu:.2f} vs {row.speedup_reference}"
 
 
 def _jsonable(value: Any) -> Any:
@@ -164,13 +175,15 @@ class RowSchema(BaseModel):
     model_path: str | None = None
     model_sha256: str | None = None
     input_shapes: dict[str, list[_Count]] | None = None
+    speedup_reference: _Name = "cpu_only"
 
     def to_row(self) -> ResultRow:
         data = self.model_dump()
         data["history"] = [(e, math.inf if v is None else v) for e, v in self.history]
         for key in ("latency", "cpu_only_latency"):
             data[key] = math.inf if data[key] is None else data[key]
-        data["speedup_vs_cpu"] = data["speedup_vs_cpu"] or 0.0
+        if data["speedup_vs_cpu"] is None:  # no single device fits (written as null)
+            data["speedup_vs_cpu"] = math.nan
         return ResultRow(**data)
 
 
