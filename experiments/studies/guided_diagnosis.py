@@ -7,7 +7,7 @@ improve, by kind, with the rank of the first improving one under the shipped sco
 runs up to N steps of best-improvement descent evaluating every move (thousands of evaluations a step: a
 diagnosis, not a method).
 
-    python -m experiments.guided_diagnosis --rows results/learned-vs-search/rows.jsonl \\
+    python -m experiments.studies.guided_diagnosis --rows results/learned-vs-search/rows.jsonl \\
         --model inception_v3 --platform multi-accel --descend 20
 """
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from agents.baselines.common import allowed_devices
 from agents.learned.moves import branch_sets, propose, twin_classes
-from experiments.landscape import descend, fork_join_blocks, parallel_pairs, replace_blocks, swaps
+from experiments.studies.landscape import descend, fork_join_blocks, parallel_pairs, replace_blocks, swaps
 from placement_gym.problem import PlacementProblem
 
 

@@ -6,7 +6,7 @@ evaluation of the learner is timed; the result is the number of evaluations and 
 latency is within ``--tolerance`` of the reference, per seed.
 
 Usage:
-    taskset -c 0 python -m experiments.time_to_quality --method ppo_gnn --env DevicePlacementSim-bert-v0 \
+    taskset -c 0 python -m experiments.studies.time_to_quality --method ppo_gnn --env DevicePlacementSim-bert-v0 \
         --seeds 0 1 2 --budget 3000
 """
 

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from experiments import dispatch_noise
-from experiments.dispatch_noise import Spinners, bootstrap_mean_ci, summarize_variant
+from experiments.studies import dispatch_noise
+from experiments.studies.dispatch_noise import Spinners, bootstrap_mean_ci, summarize_variant
 
 
 def _rows(gaps: list[float], kinds: list[str]) -> list[dict]:

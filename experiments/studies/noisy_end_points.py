@@ -5,7 +5,7 @@ seeds) can rest on one favourable trajectory. Here every run's ranker scores get
 ``--noise`` times their spread (:class:`agents.learned.search.NoisyRanker`), ``--runs`` seeds per task and
 method spec, on the simulated backend; the table gives the median (best-worst) ratio to the stored optimum.
 
-    python -m experiments.noisy_end_points --models inception_v3 --platforms multi-accel model-parallel \\
+    python -m experiments.studies.noisy_end_points --models inception_v3 --platforms multi-accel model-parallel \\
         --methods guided_improvement guided_improvement:tabu=local,late=5,late_after=2 --runs 24 \\
         --out results/noisy-end-points
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from agents import make_method
 from agents.learned.guided import GuidedImprovement
-from experiments.landscape import perturbed_runs
+from experiments.studies.landscape import perturbed_runs
 from experiments.runs import parse_method
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem

@@ -22,7 +22,7 @@ variation of the runs, and the passes' Spearman agreement (all placements and bl
 governor and halt-polling setting are recorded (read only). Nothing else may run meanwhile.
 
 Example:
-    python -m experiments.dispatch_noise --model bert --count 12 --out results/dispatch-noise
+    python -m experiments.studies.dispatch_noise --model bert --count 12 --out results/dispatch-noise
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=Path("results/dispatch-noise"))
     args = parser.parse_args(argv)
     payload = run(
-        args, "python -m experiments.dispatch_noise " + " ".join(sys.argv[1:] if argv is None else argv)
+        args, "python -m experiments.studies.dispatch_noise " + " ".join(sys.argv[1:] if argv is None else argv)
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1))

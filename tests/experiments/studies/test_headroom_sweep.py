@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.headroom_sweep import markdown, relaxed_optimum, sweep_setting
+from experiments.studies.headroom_sweep import markdown, relaxed_optimum, sweep_setting
 from placement_gym.problem import PlacementProblem
 from placement_gym.tasks import reference_optimum
 

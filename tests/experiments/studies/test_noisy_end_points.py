@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.noisy_end_points import noisy_ratios, table
+from experiments.studies.noisy_end_points import noisy_ratios, table
 from placement_gym.errors import PlacementGymError
 
 

@@ -2,7 +2,7 @@
 
 CPU-only is the same reference device as in ``bench`` (:func:`experiments.bench.cpu_device`).
 
-Usage: ``python experiments/bench_baselines.py [--milp-time 120] [--models bert resnet50 inception_v3]``.
+Usage: ``python -m experiments.studies.bench_baselines [--milp-time 120] [--models bert resnet50 inception_v3]``.
 Prints one JSON line per (model, method).
 """
 

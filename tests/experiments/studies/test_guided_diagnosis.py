@@ -9,7 +9,7 @@ from agents.baselines.common import allowed_devices
 from agents.baselines.heft import heft_placement
 from agents.learned.moves import KINDS, branch_sets, propose, twin_classes
 from agents.learned.scorer import MoveScorer
-from experiments.guided_diagnosis import neighbourhood
+from experiments.studies.guided_diagnosis import neighbourhood
 from placement_gym.problem import PlacementProblem
 
 

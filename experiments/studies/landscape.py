@@ -17,7 +17,7 @@ A diagnosis of one task on the simulated backend (offline: every candidate is si
   and then with Gaussian noise on its scorer's scores (``--noise``, as a fraction of the scores' spread)
   over ``--runs`` seeds: the spread of its end points when its early choices change a little.
 
-    python -m experiments.landscape --model inception_v3 --platform model-parallel --budget 500 1500 \\
+    python -m experiments.studies.landscape --model inception_v3 --platform model-parallel --budget 500 1500 \\
         --out results/landscape-inception_v3-model-parallel
 """
 

@@ -3,8 +3,8 @@
 
 Usage::
 
-    python -m experiments.headroom_sweep --levels ops fused k64 k32 k16   # into results/headroom-sweep
-    python -m experiments.headroom_sweep --cpu 0.6 0.8 --gpu 0.4 0.55 --models bert
+    python -m experiments.studies.headroom_sweep --levels ops fused k64 k32 k16   # into results/headroom-sweep
+    python -m experiments.studies.headroom_sweep --cpu 0.6 0.8 --gpu 0.4 0.55 --models bert
 
 For each (CPU fraction, GPU fraction) of the ``model-parallel`` platform (each GPU gets the GPU fraction;
 fractions are shares of the model's weight bytes, :func:`placement_gym.platforms.resolve_memory`) and each
