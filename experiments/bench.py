@@ -8,7 +8,7 @@ written from all rows in the store.
 Usage:
     python -m experiments.bench --models bert --methods heft milp random_search ppo_gnn --seeds 0 1 2
     placement-gym bench --preset small            # the README's main job
-    placement-gym bench --preset paper-sim        # the full simulated table (see docs/RESULTS.md)
+    placement-gym bench --preset paper-sim        # the grid of the first calibration (docs/research-notes.md)
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ class FineTuningScorer:
     (``epochs`` passes, learning rate ``lr``) with the loss it was pretrained with: the listwise loss of
     :func:`agents.learned.listwise.fit_listwise` over each placement's evaluated moves (``objective=
     "listwise"``; placements with no improving evaluated move teach nothing, and if none has one the
-    pretrained scorer is kept), or the classification of :func:`~agents.learned.scorer.fit_scorer` (``"improve"``). The
-    evaluations spent before the refit are part of the method's budget.
+    pretrained scorer is kept), or the classification of :func:`~agents.learned.scorer.fit_scorer`
+    (``"improve"``). The evaluations spent before the refit are part of the method's budget.
     """
 
     def __init__(

@@ -88,7 +88,9 @@ def test_speedup_against_a_device_that_fits_never_xinf(tmp_path) -> None:
 
     base = load_platform("cpu-dgpu")
     cpu = base.device_index("cpu")
-    devices = tuple(dataclasses.replace(d, memory_bytes=1) if i == cpu else d for i, d in enumerate(base.devices))
+    devices = tuple(
+        dataclasses.replace(d, memory_bytes=1) if i == cpu else d for i, d in enumerate(base.devices)
+    )
     small_cpu = PlacementProblem.make("tiny_cnn", dataclasses.replace(base, devices=devices), "simulated")
     cpu_latency, reference, latency = speedup_reference(small_cpu)
     gpu = small_cpu.evaluate(np.full(small_cpu.num_groups, 1 - cpu, dtype=np.int64)).latency

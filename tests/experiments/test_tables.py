@@ -62,7 +62,9 @@ def test_a_table_edited_by_hand_or_a_drifting_quote_fails(tmp_path: Path) -> Non
 
 
 def test_cell_reads_a_row_by_its_first_cells() -> None:
-    table = "| model | platform | gap |\n|---|---|---|\n| bert | cpu-igpu | 0.00% |\n| bert | multi-accel | 0.71% |"
+    table = (
+        "| model | platform | gap |\n|---|---|---|\n| bert | cpu-igpu | 0.00% |\n| bert | multi-accel | 0.71% |"
+    )
     assert tables.cell(table, "bert | multi-accel", "gap") == "0.71%"
     with pytest.raises(KeyError, match="2 rows"):
         tables.cell(table, "bert", "gap")
