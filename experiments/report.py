@@ -8,9 +8,9 @@ tied in reward (``extra["collapsed_fraction"]``, see :func:`agents.systems.commo
 task has a reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the
 optimum) is the mean over seeds of each run's score.
 
-    python -m experiments.report results/paper-sim                    # paper-style and quality tables
-    python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
-    python -m experiments.report --suite results/igpu-search --methods heft ppo_gnn   # only these columns
+    python -m experiments.report results/small                         # paper-style and quality tables
+    python -m experiments.report --suite results/suite-scores           # the suite table (normalised scores)
+    python -m experiments.report --suite results/rl-ablations-igpu --methods heft ppo_gnn   # only these columns
 
 Several folders are read as one set of rows: a cell (model, graph, platform, method, seed, budget) found in
 more than one folder is taken from the last folder that has it. Rows of a graph other than the one a
