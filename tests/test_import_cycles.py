@@ -112,3 +112,14 @@ def test_checker_sees_function_level_and_type_checking_imports(tmp_path: Path) -
     (pkg / "c.py").write_text("def g():\n    import pkg.a\n")
     found = cycles(import_graph(tmp_path, ("pkg",)))
     assert found == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_nothing_but_studies_imports_the_studies() -> None:
+    """The CLI and the scripts behind the tables of record never need a research study."""
+    graph = import_graph()
+    bad = sorted(
+        (s, d)
+        for s, d in graph.edges
+        if d.startswith("experiments.studies") and not s.startswith("experiments.studies")
+    )
+    assert not bad, f"imports of experiments.studies from outside it: {bad}"
