@@ -1,62 +1,168 @@
-"""Speed of the environment itself: steps per second and reset time of a simulated env.
+"""Speed of the environments themselves: env steps per CPU second of simulated envs, random actions.
 
-Run on one core for the reference figure:
-    taskset -c 0 python -m experiments.bench_env [--env-id DevicePlacementSim-bert-v0] [--steps 20000]
+Run pinned to one core for the reference figure (rates are per CPU second of this process,
+``time.process_time``, so other load on the machine inflates them less than wall time; the load average is
+printed with them):
 
-Steps use fresh random placements (``distinct``: every step a new placement, so the simulator really
-runs) or one repeated placement (``repeated``: the backend's cache answers). Observation building is
-included in both.
+    taskset -c 0 python -m experiments.bench_env [--models bert] [--steps 20000]
+    taskset -c 0 python -m experiments.bench_env --breakdown DevicePlacementSim-bert-v1  # each layer's time
+
+For each model, on the one-shot IDs (``DevicePlacementSim-<model>-v1`` and the suite's
+``DevicePlacement-<model>-<platform>-sim-v0``): the simulator alone (``Schedule.run`` on the same
+placements), and ``reset`` + ``step`` with a fresh uniformly random placement each episode (every step a
+new placement, so the simulator really runs; observation, info and validation included). On the
+improvement IDs (``DevicePlacementImprove-<model>-<platform>-sim-v0``): ``step`` with a uniformly random
+allowed action (``action_masks``, included in the time) and ``reset`` at truncation. Medians of 3 runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
-import placement_gym  # noqa: F401  (registers the IDs)
+import placement_gym
 
 
-def bench(env_id: str, steps: int, repeats: int = 3) -> dict[str, float]:
+def _rate(fn, n: int, repeats: int) -> float:
+    """Median over ``repeats`` of ``n / CPU seconds`` of ``fn()``."""
+    rates = []
+    for _ in range(repeats):
+        t = time.process_time()
+        fn()
+        rates.append(n / (time.process_time() - t))
+    return statistics.median(rates)
+
+
+def bench_oneshot(env_id: str, steps: int, repeats: int = 3) -> dict[str, float]:
     env = gym.make(env_id).unwrapped  # unwrapped: measure the env, not Gymnasium's checker wrappers
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    actions = rng.integers(0, env.num_devices, size=(steps, env.action_space.shape[0]))
-    env.step(actions[0])  # first step computes the baseline
-    out: dict[str, list[float]] = {"distinct": [], "repeated": [], "reset_us": []}
-    for _ in range(repeats):  # one-shot episodes: every step follows a reset
-        t = time.perf_counter()
-        for a in actions:
+    actions = rng.integers(0, env.num_devices, size=(repeats + 1, steps, env.action_space.shape[0]))
+    env.step(actions[0, 0])  # the first step finds the baseline
+    schedule = env.problem.backend.schedule
+    sim = _rate(lambda: [schedule.run(a) for a in actions[0]], steps, repeats)
+    runs = iter(actions[1:])
+
+    def episodes() -> None:
+        for a in next(runs):  # every repeat new placements: the backend's cache never answers
             env.reset()
             env.step(a)
-        out["distinct"].append(steps / (time.perf_counter() - t))
-        t = time.perf_counter()
-        for _ in range(steps):
-            env.reset()
-            env.step(actions[0])
-        out["repeated"].append(steps / (time.perf_counter() - t))
-        t = time.perf_counter()
-        for _ in range(1000):
-            env.reset()
-        out["reset_us"].append((time.perf_counter() - t) / 1000 * 1e6)
+
+    out = {"groups": env.num_groups, "simulator": sim, "env": _rate(episodes, steps, repeats)}
     env.close()
-    return {k: statistics.median(v) for k, v in out.items()} | {"groups": env.num_groups}
+    return out
+
+
+def bench_improve(env_id: str, steps: int, repeats: int = 3) -> dict[str, float]:
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def run() -> None:
+        for _ in range(steps):
+            action = rng.choice(np.flatnonzero(env.action_masks()))
+            if env.step(action)[3]:
+                env.reset()
+
+    out = {"groups": env.num_groups, "actions": int(env.action_space.n), "env": _rate(run, steps, repeats)}
+    env.close()
+    return out
+
+
+def breakdown(env_id: str, steps: int) -> dict[str, float]:
+    """Microseconds per call (CPU time) of each layer of a one-shot step: the simulator, the backend and the
+    problem around it (fresh placements: cache misses), validation, observation, info, reset, and the whole
+    reset + step."""
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    placements = rng.integers(0, env.num_devices, size=(steps, env.num_groups))
+    env.step(placements[0])
+    problem, backend = env.problem, env.problem.backend
+    evaluation = problem.evaluate(placements[0])
+
+    def fresh(fn):
+        def run() -> None:
+            backend.clear_cache()
+            for p in placements:
+                fn(p)
+
+        return run
+
+    def episodes() -> None:
+        backend.clear_cache()
+        for p in placements:
+            env.reset()
+            env.step(p)
+
+    layers = {
+        "simulator": fresh(backend.schedule.run),
+        "backend.evaluate": fresh(backend.evaluate),
+        "problem.evaluate": fresh(problem.evaluate),
+        "problem.validate": fresh(problem.validate),
+        "observation": fresh(lambda p: env._observation()),
+        "info": fresh(lambda p: env._info(evaluation)),
+        "reset": fresh(lambda p: env.reset()),
+        "reset+step": episodes,
+    }
+    out = {name: 1e6 / _rate(fn, steps, 3) for name, fn in layers.items()}
+    env.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env-id", default="DevicePlacementSim-bert-v0")
+    parser.add_argument("--models", nargs="+", default=["bert"])
     parser.add_argument("--steps", type=int, default=20000)
-    args = parser.parse_args(argv)
-    r = bench(args.env_id, args.steps)
-    print(
-        f"{args.env_id} ({r['groups']} groups): {r['distinct']:,.0f} reset+step/s with distinct placements, "
-        f"{r['repeated']:,.0f} steps/s repeated (cache hits); reset {r['reset_us']:.1f} us "
-        "(medians of 3)"
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument(
+        "--breakdown", default=None, metavar="ENV_ID", help="time each layer of a one-shot step"
     )
+    args = parser.parse_args(argv)
+    if args.breakdown is not None:
+        load = os.getloadavg()[0]
+        for name, us in breakdown(args.breakdown, args.steps).items():
+            print(f"{name:18s} {us:6.2f} us")
+        print(f"per CPU second, medians of 3; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+        return
+    rows = []
+    load = os.getloadavg()[0]
+    for model in args.models:
+        oneshot = [f"DevicePlacementSim-{model}-v1"] * (model in placement_gym.BENCHMARK_MODELS)
+        suite = (
+            placement_gym.SUITE_PLATFORMS
+            if model in placement_gym.BENCHMARK_MODELS
+            else placement_gym.HELD_OUT_PLATFORMS
+        )
+        oneshot += [placement_gym.suite_id(model, p) for p in suite]
+        for env_id in oneshot:
+            r = bench_oneshot(env_id, args.steps)
+            rows.append({"env_id": env_id, "mode": "oneshot", **r})
+            print(
+                f"{env_id} ({r['groups']} groups): {r['env']:,.0f} reset+step/s (simulator alone "
+                f"{r['simulator']:,.0f}/s)",
+                flush=True,
+            )
+        platforms = placement_gym.IMPROVE_PLATFORMS if model in placement_gym.BENCHMARK_MODELS else suite
+        for platform in platforms:
+            env_id = placement_gym.improve_id(model, platform)
+            r = bench_improve(env_id, args.steps)
+            rows.append({"env_id": env_id, "mode": "improve", **r})
+            print(
+                f"{env_id} ({r['actions']} actions): {r['env']:,.0f} steps/s (masked random actions)",
+                flush=True,
+            )
+    load = (load, os.getloadavg()[0])
+    print(f"per CPU second, medians of 3; load average {load[0]:.2f} before, {load[1]:.2f} after")
+    if args.out is not None:
+        args.out.write_text(json.dumps({"load": load, "steps": args.steps, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,16 @@ Importing the package registers the Gymnasium environments:
   2 GPUs, each too small for the model: the placement must split it); reference optima in
   :mod:`placement_gym.tasks`;
 * ``DevicePlacement-v0``: any ``model=`` (zoo name, IR or ONNX path), ``platform=``, ``backend=``,
-  ``coarsening=``.
+  ``coarsening=``;
+* ``DevicePlacementImprove-<model>-<platform>-sim-v0`` (:data:`IMPROVE_IDS`): the improvement MDP
+  (:class:`~placement_gym.envs.DevicePlacementImproveEnv`: start from HEFT, move one group per step) on the
+  12 suite tasks (``<platform>`` in ``cpu_dgpu``, ``cpu_igpu``, ``multi_accel``, ``model_parallel``) and the
+  held-out families' tasks; ``DevicePlacementImprove-v0``: any arguments.
 
 ``<model>`` is one of ``inception_v3``, ``resnet50``, ``bert``. The held-out families ``vit_b16`` and
 ``convnext_t`` (:data:`HELD_OUT_MODELS`, for zero-shot transfer: not for training) have only the suite IDs
-``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``.
+``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0`` (and their ``DevicePlacementImprove`` twins).
+:data:`ENV_IDS` lists the placement IDs, :data:`IMPROVE_IDS` the improvement IDs.
 
 :class:`PlacementProblem` (graph, platform, backend, reward; validation, counting, single and batched
 evaluation) is what methods work on; :func:`problem_of` returns the problem behind an env.
@@ -32,6 +37,7 @@ from gymnasium.envs.registration import register, registry
 __version__ = "0.1.0"
 
 _ENTRY = "placement_gym.envs.device_placement:DevicePlacementEnv"
+_IMPROVE_ENTRY = "placement_gym.envs.improve:DevicePlacementImproveEnv"
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")  # kept equal to zoo.BENCHMARK_MODELS by a test
 #: Model families kept out of training for zero-shot transfer (kept equal to zoo.HELD_OUT_MODELS by a test).
 HELD_OUT_MODELS = ("vit_b16", "convnext_t")
@@ -44,11 +50,19 @@ SUITE_PLATFORMS = ("cpu-igpu", "multi-accel", "model-parallel")
 MEASURED_V0_PROTOCOL = {"rel_ci": None, "repeats": 5}
 #: Platforms of the held-out families' IDs (no memory-constrained tasks: those need a stored baseline split).
 HELD_OUT_PLATFORMS = ("cpu-igpu", "multi-accel")
+#: Platforms of the improvement IDs of the zoo models: ``cpu-dgpu`` (``DevicePlacementSim-<model>-v1``'s) and
+#: the suite's.
+IMPROVE_PLATFORMS = (SIM_PLATFORM, *SUITE_PLATFORMS)
 
 
 def suite_id(model: str, platform: str) -> str:
     """The registered ID of the suite task ``model`` on ``platform``."""
     return f"DevicePlacement-{model}-{platform.replace('-', '_')}-sim-v0"
+
+
+def improve_id(model: str, platform: str) -> str:
+    """The registered ID of the improvement MDP on the simulated task ``model`` on ``platform``."""
+    return f"DevicePlacementImprove-{model}-{platform.replace('-', '_')}-sim-v0"
 
 
 def _register_all() -> list[str]:
@@ -75,8 +89,22 @@ def _register_all() -> list[str]:
     return ids
 
 
-ENV_IDS: tuple[str, ...] = tuple(_register_all())
+def _register_improve() -> list[str]:
+    tasks = [(m, p) for m in BENCHMARK_MODELS for p in IMPROVE_PLATFORMS]
+    tasks += [(m, p) for m in HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS]
+    specs = [("DevicePlacementImprove-v0", {"platform": "local", "backend": "measured"}, True)]
+    for model, platform in tasks:
+        sim = {"model": model, "platform": platform, "backend": "simulated"}
+        specs.append((improve_id(model, platform), sim, False))
+    for env_id, kwargs, nondeterministic in specs:
+        if env_id not in registry:
+            register(id=env_id, entry_point=_IMPROVE_ENTRY, kwargs=kwargs, nondeterministic=nondeterministic)
+    return [env_id for env_id, _, _ in specs]
 
+
+ENV_IDS: tuple[str, ...] = tuple(_register_all())
+#: The improvement-MDP IDs (:class:`~placement_gym.envs.DevicePlacementImproveEnv`).
+IMPROVE_IDS: tuple[str, ...] = tuple(_register_improve())
 
 
 def __getattr__(name: str):
@@ -94,6 +122,8 @@ __all__ = [
     "ENV_IDS",
     "HELD_OUT_MODELS",
     "HELD_OUT_PLATFORMS",
+    "IMPROVE_IDS",
+    "IMPROVE_PLATFORMS",
     "SIM_PLATFORM",
     "SIM_PLATFORM_VERSIONS",
     "SUITE_PLATFORMS",
@@ -101,5 +131,6 @@ __all__ = [
     "PlacementProblem",
     "problem_of",
     "__version__",
+    "improve_id",
     "suite_id",
 ]

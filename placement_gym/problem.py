@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
-from placement_gym.backends.base import check_placements
+from placement_gym.backends.base import check_placement, check_placements
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
@@ -239,11 +239,7 @@ class PlacementProblem:
         Raises:
             PlacementError: Wrong shape, a non-integer dtype, or a device index out of range.
         """
-        arr = np.asarray(placement)
-        n = self.num_groups if length is None else length
-        if arr.shape != (n,):
-            raise PlacementError(f"placement must have shape ({n},) (one device per group), got {arr.shape}")
-        return check_placements(arr[None, :], n, self.platform)[0]
+        return check_placement(placement, self.num_groups if length is None else length, self.platform)
 
     def validate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
         """Return ``placements`` as an int64 array of shape ``(B, G)``.

@@ -13,12 +13,23 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError
 from placement_gym.platforms import Platform
+
+
+@numba.njit(cache=True)
+def _out_of_range(arr: np.ndarray, num_devices: int) -> int:
+    """Flat index of the first entry of ``arr`` outside ``[0, num_devices)``, or -1 (one pass, no temporaries)."""
+    flat = arr.reshape(-1)
+    for i in range(flat.shape[0]):
+        if flat[i] < 0 or flat[i] >= num_devices:
+            return i
+    return -1
 
 
 def check_placements(
@@ -40,13 +51,30 @@ def check_placements(
             raise PlacementError(f"placements must hold integer device indices, got dtype {arr.dtype}")
         arr = arr.astype(np.int64)
     d = platform.num_devices
-    if arr.size and (arr.min() < 0 or arr.max() >= d):
-        bad = int(arr[(arr < 0) | (arr >= d)][0])
+    arr = np.ascontiguousarray(arr)
+    first = _out_of_range(arr, d)
+    if first >= 0:
+        bad = int(arr.reshape(-1)[first])
         raise PlacementError(
             f"device index {bad} out of range [0, {d}): platform {platform.name!r} has devices "
             f"{', '.join(dev.name for dev in platform.devices)}"
         )
-    return np.ascontiguousarray(arr)
+    return arr
+
+
+def check_placement(placement: Sequence[int] | np.ndarray, num_groups: int, platform: Platform) -> np.ndarray:
+    """One placement: :func:`check_placements` of a single row of shape ``(num_groups,)``, with a fast path
+    for what the envs pass (a contiguous int64 array in range is returned as it is).
+
+    Raises:
+        PlacementError: Not ``(num_groups,)``, a non-integer dtype, or a device index out of range.
+    """
+    arr = placement if type(placement) is np.ndarray else np.asarray(placement)
+    if arr.shape != (num_groups,):
+        raise PlacementError(f"placement must have shape ({num_groups},) (one device per group), got {arr.shape}")
+    if arr.dtype == np.int64 and arr.flags.c_contiguous and _out_of_range(arr, platform.num_devices) < 0:
+        return arr
+    return check_placements(arr[None, :], num_groups, platform)[0]
 
 
 @dataclass(frozen=True)
@@ -105,13 +133,8 @@ class LatencyBackend(abc.ABC):
         return len(self.platform.devices)
 
     def validate(self, placement: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Return ``placement`` as an int64 array of shape ``(G,)`` (see :func:`check_placements`)."""
-        arr = np.asarray(placement)
-        if arr.shape != (self.graph.num_groups,):
-            raise PlacementError(
-                f"placement must have shape ({self.graph.num_groups},) (one device per group), got {arr.shape}"
-            )
-        return check_placements(arr[None, :], self.graph.num_groups, self.platform)[0]
+        """Return ``placement`` as a contiguous int64 array of shape ``(G,)`` (see :func:`check_placement`)."""
+        return check_placement(placement, self.graph.num_groups, self.platform)
 
     def validate_batch(self, placements: np.ndarray) -> np.ndarray:
         """Return ``placements`` as a contiguous int64 array of shape ``(B, G)`` (:func:`check_placements`)."""

@@ -10,16 +10,15 @@ from gymnasium import spaces
 
 from placement_gym.backends import LatencyBackend, LatencyResult
 from placement_gym.benchmarks import Benchmark
+from placement_gym.envs.observation import check_padding, one_hot, static_arrays, static_spaces
 from placement_gym.envs.render import figure_to_rgb, placement_figure, placement_table
 from placement_gym.errors import PlacementError, UnknownNameError
-from placement_gym.features import NODE_DEVICE_FEATURES, NUM_NODE_FEATURES, pad_features
 from placement_gym.platforms import Platform
 from placement_gym.problem import Evaluation, PlacementProblem
 
 MODES = ("oneshot", "sequential")
 OBSERVATIONS = ("graph", "device")
 INITIAL_PLACEMENTS = ("host", "random", "best_single")
-_BIG = np.float32(3.0e38)  # finite Box bound
 
 
 class DevicePlacementEnv(gym.Env):
@@ -36,7 +35,8 @@ class DevicePlacementEnv(gym.Env):
 
     In ``mode="oneshot"`` (default) one action places every group and the episode ends. In
     ``mode="sequential"`` (Placeto-style) each step places the next group in topological order and the
-    episode ends once all ``G`` groups are placed.
+    episode ends once all ``G`` groups are placed. Improving a complete placement one move at a time is
+    :class:`~placement_gym.envs.DevicePlacementImproveEnv` (``DevicePlacementImprove-*`` IDs).
 
     Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists them all), for ``<model>`` in
     ``inception_v3``, ``resnet50``, ``bert``:
@@ -239,42 +239,17 @@ class DevicePlacementEnv(gym.Env):
         self.render_mode = render_mode
         self.num_groups = g = problem.num_groups
         self.num_devices = d = problem.num_devices
-        edges = problem.coarse.graph.num_edges
-        n = max_nodes if max_nodes is not None else g
-        e = max_edges if max_edges is not None else edges
-        if n < g or e < edges:
-            raise ValueError(
-                f"max_nodes={max_nodes} / max_edges={max_edges} are smaller than the graph "
-                f"({g} groups, {edges} edges)"
-            )
+        n, e = check_padding(problem, max_nodes, max_edges)
         self.max_nodes, self.max_edges = n, e
-        self._static = pad_features(problem.features, n, e)
-        obs_spaces = {
-            "node_features": spaces.Box(0.0, _BIG, (n, NUM_NODE_FEATURES), np.float32),
-            "node_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
-            "edge_index": spaces.Box(0, max(n - 1, 0), (2, e), np.int64),
-            "edge_features": spaces.Box(0.0, _BIG, (e, 1), np.float32),
-            "edge_mask": spaces.Box(0.0, 1.0, (e,), np.float32),
-            "placement": spaces.Box(0.0, 1.0, (n, d), np.float32),
-            "current_node": spaces.Box(0.0, 1.0, (n,), np.float32),
-        }
         self.observation = observation
-        self._device_static: dict[str, np.ndarray] = {}
-        if observation == "device":
-            f = problem.device_features
-            node_device = np.zeros((n, d, len(NODE_DEVICE_FEATURES)), dtype=np.float32)  # (N, D, 3)
-            node_device[:g] = f.node_device
-            edge_link = np.zeros((e, d * d), dtype=np.float32)  # (E, D * D)
-            edge_link[:edges] = f.edge_link
-            self._device_static = {
-                "node_device_features": node_device,
-                "edge_link_features": edge_link,
-                "device_features": np.array(f.device),  # (D, 5)
-            }
-            for key, arr in self._device_static.items():
-                arr.flags.writeable = False
-                obs_spaces[key] = spaces.Box(0.0, 1.0, arr.shape, np.float32)
+        static = static_arrays(problem, n, e, device=observation == "device")
+        obs_spaces = static_spaces(static, n)
+        obs_spaces["placement"] = spaces.Box(0.0, 1.0, (n, d), np.float32)
+        obs_spaces["current_node"] = spaces.Box(0.0, 1.0, (n,), np.float32)
         self.observation_space = spaces.Dict(obs_spaces)
+        self._static_items = tuple(static.items())  # copied into every observation
+        self._host_placement = np.full(g, problem.host, dtype=np.int64)
+        self._info_constants: tuple[float | None, tuple[float, float] | None] | None = None
         self.action_space = spaces.MultiDiscrete([d] * n) if mode == "oneshot" else spaces.Discrete(d)
         self._init_kwargs = dict(
             observation=observation,
@@ -307,46 +282,52 @@ class DevicePlacementEnv(gym.Env):
         return full.reshape(-1)
 
     def _observation(self) -> dict[str, np.ndarray]:
-        placed = np.zeros((self.max_nodes, self.num_devices), dtype=np.float32)  # (N, D)
-        idx = np.flatnonzero(self.placement >= 0)
-        placed[idx, self.placement[idx]] = 1.0
+        obs = {key: arr.copy() for key, arr in self._static_items}  # callers own what they receive
+        obs["placement"] = one_hot(self.placement, self.max_nodes, self.num_devices)  # (N, D)
         current = np.zeros(self.max_nodes, dtype=np.float32)  # (N,)
         if self.mode == "sequential" and self._cursor < self.num_groups:
             current[self._cursor] = 1.0
-        s = self._static  # copied: callers (replay buffers, users) own what they receive
-        return {
-            "node_features": s.node_features.copy(),
-            "node_mask": s.node_mask.copy(),
-            "edge_index": s.edge_index.copy(),
-            "edge_features": s.edge_features.copy(),
-            "edge_mask": s.edge_mask.copy(),
-            "placement": placed,
-            "current_node": current,
-            **{key: arr.copy() for key, arr in self._device_static.items()},
-        }
+        obs["current_node"] = current
+        return obs
+
+    def _latency_constants(self) -> tuple[float | None, tuple[float, float] | None]:
+        """The baseline latency (``None`` without a baseline) and the stored reference's baseline and
+        optimum latencies for the score (``None`` without a stored optimum or headroom, as
+        :meth:`PlacementProblem.score`), looked up once (the baseline's ``D`` evaluations happen once per
+        problem either way)."""
+        if self._info_constants is None:
+            problem = self.problem
+            base = problem.baseline.latency if problem.has_baseline else None
+            ref = problem.reference
+            score = (
+                (ref.baseline_latency, ref.latency)
+                if ref is not None and ref.latency < ref.baseline_latency
+                else None
+            )
+            self._info_constants = (base, score)
+        return self._info_constants
 
     def _info(self, evaluation: Evaluation | None) -> dict[str, Any]:
         if evaluation is None:
             return {}
         res = evaluation.result
-        problem = self.problem
-        info: dict[str, Any] = dict(latency=res.latency)
-        if problem.has_baseline:  # absent rather than nan (nan would break equality checks)
-            base = problem.baseline.latency
-            info.update(baseline_latency=base, speedup=base / res.latency if res.feasible else 0.0)
-        info.update(
-            feasible=res.feasible,
-            reason=res.reason,
-            spread=res.spread,
-            samples=res.samples,
-            latency_ci_ms=1e3 * res.ci if res.feasible else 0.0,
-            latency_rel_ci=res.ci / res.latency if res.feasible and res.latency > 0 else 0.0,
-            placement=self.placement.copy(),
-        )
-        score = problem.score(res.latency)
-        if not np.isnan(score):  # only tasks with a stored reference optimum (nan would break equality checks)
-            info["score"] = score
-        if not problem.deterministic:
+        feasible, latency = res.feasible, res.latency
+        base, score = self._latency_constants()
+        info: dict[str, Any] = {"latency": latency}
+        if base is not None:  # absent rather than nan (nan would break equality checks)
+            info["baseline_latency"] = base
+            info["speedup"] = base / latency if feasible else 0.0
+        info["feasible"] = feasible
+        info["reason"] = res.reason
+        info["spread"] = res.spread
+        info["samples"] = res.samples
+        info["latency_ci_ms"] = 1e3 * res.ci if feasible else 0.0
+        info["latency_rel_ci"] = res.ci / latency if feasible and latency > 0 else 0.0
+        info["placement"] = self.placement.copy()
+        if score is not None:  # tasks with a stored reference optimum (normalised_score, inlined)
+            ref_base, optimum = score
+            info["score"] = (ref_base / latency - 1.0) / (ref_base / optimum - 1.0)
+        if not self.problem.deterministic:
             # A deterministic backend's info must depend on (seed, actions) only (Gymnasium's determinism
             # check); whether its answer came from a cache does not change it. See problem.stats().
             info["cached"] = res.cached
@@ -367,7 +348,7 @@ class DevicePlacementEnv(gym.Env):
         elif self.initial_placement == "best_single":
             self.placement = self.problem.baseline_placement.copy()
         else:
-            self.placement = np.full(g, self.problem.host, dtype=np.int64)
+            self.placement = self._host_placement.copy()
         if self.mode == "sequential" and self.sequential_reward == "incremental":
             self._last_reward_value = self.problem.evaluate(self._partial_placement()).reward
         return self._observation(), self._info(None)

@@ -58,8 +58,9 @@ class SimulatedBackend(LatencyBackend):
         profile: Source of per-op costs: ``"auto"`` (measured on the ``local`` platform, roofline
             elsewhere), ``"measured"`` or ``"roofline"``.
         cache_size: Most placements kept in the LRU result cache (0 disables it). It bounds the memory a
-            long run grows to: on ``bert`` (267 groups) one entry costs about 2.6 KB, so the default
-            65,536 entries hold about 170 MB (``python -m experiments.bench_memory``).
+            long run grows to: on ``bert`` (206 groups) one entry costs about 0.5 KB (its key is the
+            placement as int8 bytes), so the default 65,536 entries hold about 33 MB
+            (``python -m experiments.bench_memory --steps 70000 --cache-sizes 65536 0``).
         cost_model: Use this cost model instead of building one (it must match ``graph`` and
             ``platform``); for hand-built problems and for sharing one model between backends.
         schedule: ``"auto"``, ``"groups"`` or ``"segments"`` (see the module docstring).
@@ -109,6 +110,8 @@ class SimulatedBackend(LatencyBackend):
         )
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[bytes, LatencyResult] = OrderedDict()
+        # keys: the placement's bytes as int8 where the device indices fit (8x shorter to hash and to keep)
+        self._key_dtype = np.int8 if platform.num_devices <= 127 else np.int64
         self.hits = 0
         self.misses = 0
 
@@ -119,11 +122,10 @@ class SimulatedBackend(LatencyBackend):
         Raises:
             PlacementError: Wrong shape, dtype or a device index out of range.
         """
-        p = np.ascontiguousarray(self.validate(placement), dtype=np.int64)
-        key = p.tobytes()
-        hit = self._cache.get(key)
+        p = self.validate(placement)  # contiguous int64
+        key = p.astype(self._key_dtype).tobytes()
+        hit = self._hit(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             self.hits += 1
             return hit
         self.misses += 1
@@ -136,15 +138,14 @@ class SimulatedBackend(LatencyBackend):
             PlacementError: If the batch is not ``(B, G)`` or any row is not a valid placement.
         """
         batch = self.validate_batch(placements)
-        keys = [row.tobytes() for row in batch]
+        keys = [row.tobytes() for row in batch.astype(self._key_dtype)]
         results: list[LatencyResult | None] = [None] * len(keys)
         todo = []
         for i, key in enumerate(keys):
-            hit = self._cache.get(key)
+            hit = self._hit(key)
             if hit is None:
                 todo.append(i)
             else:
-                self._cache.move_to_end(key)
                 results[i] = hit
         self.hits += len(keys) - len(todo)
         self.misses += len(todo)
@@ -164,7 +165,21 @@ class SimulatedBackend(LatencyBackend):
         self._cache.clear()
 
     # ------------------------------------------------------------------ helpers
+    def _hit(self, key: bytes) -> LatencyResult | None:
+        """The cached result of ``key`` (``cached=True``), most recently used now; ``None`` if not cached."""
+        hit = self._cache.get(key)
+        if hit is None:
+            return None
+        self._cache.move_to_end(key)
+        if not hit.cached:  # stored as evaluated: its cached copy is made on its first hit
+            # a feasible simulated result holds its latency only, so it is built directly
+            hit = LatencyResult(hit.latency, cached=True) if hit.feasible else dataclasses.replace(hit, cached=True)
+            self._cache[key] = hit
+        return hit
+
     def _result(self, latency: float, over: int, peak: float) -> LatencyResult:
+        if over < 0 and latency < np.inf:  # feasible (a NaN fails the test): the common case, built directly
+            return LatencyResult(latency)
         if over >= 0:
             cap = self.cost_model.capacity[over]
             return LatencyResult.infeasible(
@@ -180,9 +195,9 @@ class SimulatedBackend(LatencyBackend):
         return LatencyResult(latency=latency)
 
     def _store(self, key: bytes, result: LatencyResult) -> LatencyResult:
-        """Cache ``result`` (unless it came from a NaN) and return it with ``cached=False``."""
+        """Cache ``result`` (unless it came from a NaN) and return it (``cached=False``)."""
         if self.cache_size and result.reason != NAN_REASON:
-            self._cache[key] = dataclasses.replace(result, cached=True)
+            self._cache[key] = result  # frozen: shared until its first hit (see _hit)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return result

@@ -111,28 +111,33 @@ def _simulate(
     capacity: np.ndarray,  # (D,) float64
     contention: np.ndarray,  # (D, D) float64
     prepaid: np.ndarray,  # (G,) int64: device on which the group's subgraph is already started, or -1
+    check_memory: bool,  # False if no placement can exceed any capacity (Schedule.build's bound)
+    has_contention: bool,  # False if contention is all zero
+    has_invoke: bool,  # False if every invoke overhead is zero
 ) -> tuple[float, int, float]:
     """(latency, first device over capacity or -1, its peak bytes) of one placement ``dev``."""
     n_groups = dev.shape[0]
     n_dev = capacity.shape[0]
-    over, peak = _memory_overflow(
-        dev, pos, pred_ptr, pred_src, pred_bytes, last_use, input_bytes, param_bytes, out_bytes, capacity
-    )
-    if over >= 0:
-        return np.inf, over, peak
-    # ---- subgraphs: connected components of same-device edges
+    if check_memory:
+        over, peak = _memory_overflow(
+            dev, pos, pred_ptr, pred_src, pred_bytes, last_use, input_bytes, param_bytes, out_bytes, capacity
+        )
+        if over >= 0:
+            return np.inf, over, peak
+    # ---- subgraphs: connected components of same-device edges (only their invoke overheads need them)
     parent = np.arange(n_groups)
-    for t in range(n_groups):
-        for j in range(pred_ptr[t], pred_ptr[t + 1]):
-            s = pred_src[j]
-            if dev[s] == dev[t]:
-                a, b = _find(parent, s), _find(parent, t)
-                if a != b:
-                    parent[b] = a
     started = np.zeros(n_groups, dtype=np.bool_)
-    for g in range(n_groups):
-        if prepaid[g] == dev[g]:
-            started[_find(parent, g)] = True
+    if has_invoke:
+        for t in range(n_groups):
+            for j in range(pred_ptr[t], pred_ptr[t + 1]):
+                s = pred_src[j]
+                if dev[s] == dev[t]:
+                    a, b = _find(parent, s), _find(parent, t)
+                    if a != b:
+                        parent[b] = a
+        for g in range(n_groups):
+            if prepaid[g] == dev[g]:
+                started[_find(parent, g)] = True
     # ---- list schedule
     finish = np.zeros(n_groups)
     dev_free = np.zeros(n_dev)
@@ -159,15 +164,17 @@ def _simulate(
                 ready = arrive
         start = max(ready, dev_free[d])
         cost = compute[g, d]
-        root = _find(parent, g)
-        if not started[root]:
-            started[root] = True
-            cost += invoke[d]
-        extra = 0.0
-        for o in range(n_dev):
-            if o != d and contention[d, o] > 0.0 and dev_free[o] > start:
-                extra += contention[d, o] * min(cost, dev_free[o] - start)
-        cost += extra
+        if has_invoke:  # (without, the overhead added would be 0.0, which leaves cost as it is)
+            root = _find(parent, g)
+            if not started[root]:
+                started[root] = True
+                cost += invoke[d]
+        if has_contention:
+            extra = 0.0
+            for o in range(n_dev):
+                if o != d and contention[d, o] > 0.0 and dev_free[o] > start:
+                    extra += contention[d, o] * min(cost, dev_free[o] - start)
+            cost += extra
         end = start + cost
         finish[g] = end
         dev_free[d] = end
@@ -179,6 +186,31 @@ def _simulate(
             if arrive > makespan:
                 makespan = arrive
     return makespan, -1, 0.0
+
+
+@numba.njit(cache=True)
+def _simulate_packed(
+    dev: np.ndarray,  # (G,) int64
+    per_group_int: np.ndarray,  # (4, G) int64: order, pos, last_use, prepaid
+    pred_ptr: np.ndarray,
+    pred_src: np.ndarray,
+    pred_bytes: np.ndarray,
+    compute: np.ndarray,
+    per_group_bytes: np.ndarray,  # (4, G) float64: input, result, param, out bytes
+    per_link: np.ndarray,  # (3, D, D) float64: latency, inv_bw, contention
+    per_device: np.ndarray,  # (2, D) float64: invoke overhead, capacity
+    host: int,
+    check_memory: bool,
+    has_contention: bool,
+    has_invoke: bool,
+) -> tuple[float, int, float]:
+    """:func:`_simulate` with its arrays packed into a few (a compiled call pays per argument it unpacks)."""
+    return _simulate(
+        dev, per_group_int[0], per_group_int[1], pred_ptr, pred_src, pred_bytes, per_group_int[2], compute,
+        per_link[0], per_link[1], per_device[0], host, per_group_bytes[0], per_group_bytes[1],
+        per_group_bytes[2], per_group_bytes[3], per_device[1], per_link[2], per_group_int[3], check_memory,
+        has_contention, has_invoke,
+    )  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -202,6 +234,9 @@ def _simulate_batch(
     capacity: np.ndarray,
     contention: np.ndarray,
     prepaid: np.ndarray,
+    check_memory: bool,
+    has_contention: bool,
+    has_invoke: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_simulate` over the rows of ``placements``: latencies, overflowing devices, peaks, each ``(B,)``."""
     n = placements.shape[0]
@@ -212,6 +247,7 @@ def _simulate_batch(
         lat[i], over[i], peak[i] = _simulate(
             placements[i], order, pos, pred_ptr, pred_src, pred_bytes, last_use, compute, latency, inv_bw,
             invoke, host, input_bytes, result_bytes, param_bytes, out_bytes, capacity, contention, prepaid,
+            check_memory, has_contention, has_invoke,
         )  # fmt: skip
     return lat, over, peak
 
@@ -341,21 +377,49 @@ class Schedule:
             prepaid=np.full(g, -1, dtype=np.int64) if prepaid is None else np.asarray(prepaid, np.int64),
         )
 
+    @property
+    def memory_can_overflow(self) -> bool:
+        """False if no placement can exceed any device's capacity: every device could hold all weights,
+        activations, graph inputs and received copies at once (with a margin for rounding). The simulator
+        then skips the memory check, whose answer is known."""
+        c = self.cost
+        bound = float(c.param_bytes.sum() + c.out_bytes.sum() + c.input_bytes.sum() + self.pred_bytes.sum())
+        return bool(np.any(np.asarray(c.capacity, dtype=np.float64) < bound * (1 + 1e-6)))
+
     def _args(self) -> tuple:
         c = self.cost
+        contention = np.ascontiguousarray(c.contention, dtype=np.float64)
         return (
             self.order, self.pos, self.pred_ptr, self.pred_src, self.pred_bytes, self.last_use,
             np.ascontiguousarray(c.compute, dtype=np.float64), c.link_latency, self.inv_bw,
             c.invoke_overhead, int(c.host), c.input_bytes, c.result_bytes, c.param_bytes, c.out_bytes,
-            c.capacity, np.ascontiguousarray(c.contention, dtype=np.float64), self.prepaid,
+            c.capacity, contention, self.prepaid, self.memory_can_overflow, bool((contention > 0).any()),
+            bool((np.asarray(c.invoke_overhead) != 0).any()),
+        )  # fmt: skip
+
+    def _packed_args(self) -> tuple:
+        """:meth:`_args` packed for :func:`_simulate_packed`."""
+        (
+            order, pos, pred_ptr, pred_src, pred_bytes, last_use, compute, latency, inv_bw, invoke, host,
+            input_bytes, result_bytes, param_bytes, out_bytes, capacity, contention, prepaid, check_memory,
+            has_contention, has_invoke,
+        ) = self._args()  # fmt: skip
+        return (
+            np.ascontiguousarray(np.stack([order, pos, last_use, prepaid]), dtype=np.int64),
+            pred_ptr, pred_src, pred_bytes, compute,
+            np.ascontiguousarray(np.stack([input_bytes, result_bytes, param_bytes, out_bytes]), dtype=np.float64),
+            np.ascontiguousarray(np.stack([latency, inv_bw, contention]), dtype=np.float64),
+            np.ascontiguousarray(np.stack([invoke, capacity]), dtype=np.float64),
+            host, check_memory, has_contention, has_invoke,
         )  # fmt: skip
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_packed", self._args())
+        object.__setattr__(self, "_packed_one", self._packed_args())
 
     def run(self, placement: np.ndarray) -> tuple[float, int, float]:
         """``(latency, device over capacity or -1, its peak bytes)`` of a valid int64 placement ``(G,)``."""
-        return _simulate(placement, *self._packed)
+        return _simulate_packed(placement, *self._packed_one)
 
     def run_batch(self, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`run` over a valid int64 batch ``(B, G)``; three arrays of shape ``(B,)``."""
