@@ -10,7 +10,7 @@ table, CSV, plots) is written from all rows in the store. ``--tier`` runs protoc
 Usage:
     python -m experiments.bench --models bert --methods heft milp random_search ppo_gnn --seeds 0 1 2
     placement-gym bench --preset small            # the README's main job
-    placement-gym bench --preset paper-sim        # the full simulated table (see docs/RESULTS.md)
+    placement-gym bench --preset paper-sim        # the grid of the first calibration (docs/research-notes.md)
     placement-gym bench --tier standard --methods heft my_pkg.my_module:MyAgent   # the protocol (docs/protocol.md)
 """
 
@@ -28,7 +28,13 @@ from experiments.arguments import UniqueList
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, speedup_text
 from placement_gym import protocol
-from placement_gym.benchmark import cpu_device, make_row, run_agent  # noqa: F401 (cpu_device: re-exported)
+from placement_gym.benchmark import (  # noqa: F401 (cpu_device, speedup, speedup_reference: re-exported)
+    cpu_device,
+    make_row,
+    run_agent,
+    speedup,
+    speedup_reference,
+)
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import ConfigError

@@ -108,5 +108,6 @@ def run_from_args(args: argparse.Namespace) -> None:
         print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
     if args.boundaries or args.boundaries_only:
         from placement_gym.measured.boundary_costs import boundary_costs
+        from placement_gym.platforms import load_platform
 
-        print(boundary_table(boundary_costs(force=True)))
+        print(boundary_table(boundary_costs(load_platform("local"), force=True)))

@@ -11,9 +11,9 @@ hand-written (``ranker=cost``), the queue-free estimate's (``ranker=estimate``) 
 best single device. ``--timing`` times one ranking step and a whole search on BERT at the ``ops`` level
 (336 groups, more than the 300 of the target); run it under ``taskset -c 0`` for one core.
 
-    python -m experiments.learned_vs_search --out results/learned-vs-search
-    python -m experiments.learned_vs_search --platforms --rows results/*/rows.jsonl   # only the table
-    python -m experiments.learned_vs_search --models --heldout vit convnext --out results/heldout
+    python -m experiments.learned_vs_search --out results/guided
+    python -m experiments.learned_vs_search --platforms --rows results/guided*/rows.jsonl   # only the table
+    python -m experiments.learned_vs_search --models --heldout vit_b16 convnext_t --out results/guided-heldout
     taskset -c 0 python -m experiments.learned_vs_search --timing --models --platforms
 """
 

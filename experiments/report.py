@@ -8,9 +8,9 @@ tied in reward (``extra["collapsed_fraction"]``, see :func:`agents.systems.commo
 task has a reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the
 optimum) is the mean over seeds of each run's score.
 
-    python -m experiments.report results/paper-sim                    # paper-style and quality tables
-    python -m experiments.report --suite results/suite-cpu-dgpu results/igpu-sim results/suite-multi-accel
-    python -m experiments.report --suite results/igpu-search --methods heft ppo_gnn   # only these columns
+    python -m experiments.report results/small                         # paper-style and quality tables
+    python -m experiments.report --suite results/suite-scores           # the suite table (normalised scores)
+    python -m experiments.report --suite results/rl-ablations-igpu --methods heft ppo_gnn   # only these columns
 
 A folder holds ``results.jsonl`` (``bench``) or ``rows.jsonl`` (``experiments.learned_vs_search``, older
 rows of which are converted, see :mod:`experiments.convert_rows`). Several folders are read as one set of
@@ -22,7 +22,7 @@ reference optimum was solved on (another group count) get no normalised score.
 from __future__ import annotations
 
 import csv
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,18 @@ def csv_safe(value: object) -> object:
 
 def _geomean(values: list[float]) -> float:
     vals = [v for v in values if v > 0 and np.isfinite(v)]
-    return float(np.exp(np.mean(np.log(vals)))) if vals else 0.0
+    return float(np.exp(np.mean(np.log(vals)))) if vals else float("nan")  # nan: no speedup is defined
+
+
+def _speedup_cell(s: dict, short: bool = False) -> str:
+    """A summary's speedup, with what it is against where that is not CPU-only; ``-`` where no single
+    device fits (``model-parallel``) or no run found a feasible placement."""
+    if s["speedup_reference"] == "none":
+        return "- (no single device fits)"
+    if not np.isfinite(s["speedup_vs_cpu"]):
+        return "-"
+    vs = "" if s["speedup_reference"] == "cpu_only" else f" vs {s['speedup_reference']}"
+    return f"x{s['speedup_vs_cpu']:.2f}{vs}" if short else f"{s['speedup_vs_cpu']:.3f}{vs}"
 
 
 def reference_of(row: ResultRow) -> ReferenceOptimum | None:
@@ -111,6 +122,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 latency_ms=mean * 1e3,
                 latency_std_ms=float(finite.std()) * 1e3 if len(finite) else 0.0,
                 speedup_vs_cpu=_geomean([r.speedup_vs_cpu for r in rs]),
+                speedup_reference=Counter(r.speedup_reference for r in rs).most_common(1)[0][0],
                 vs_milp=mean / ref if ref else float("nan"),
                 score=float(np.mean([_score(r) for r in rs])),
                 evaluations=int(np.mean([r.evaluations for r in rs])),
@@ -135,7 +147,8 @@ def markdown_table(summary: list[dict]) -> str:
         lines += [
             f"### {platform} ({backend})",
             "",
-            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | normalised score | "
+            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only (else vs the fastest "
+            "single device that fits) | normalised score | "
             "latency / MILP | evaluations | collapsed updates | wall s |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
@@ -145,7 +158,7 @@ def markdown_table(summary: list[dict]) -> str:
             collapsed = f"{s['collapsed']:.0%}" if np.isfinite(s["collapsed"]) else "-"
             lines.append(
                 f"| {s['model']} | {s['label']} | {s['seeds']} | {s['latency_ms']:.3f} ± {s['latency_std_ms']:.3f} | "
-                f"{s['speedup_vs_cpu']:.3f} | {score} | {vs} | {s['evaluations']} | {collapsed} | {s['wall_s']:.1f} |"
+                f"{_speedup_cell(s)} | {score} | {vs} | {s['evaluations']} | {collapsed} | {s['wall_s']:.1f} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -259,7 +272,8 @@ def paper_table(summary: list[dict]) -> str:
     for s in summary:
         cells[s["label"]][s["model"]] = s
     # Order: by geometric-mean speedup across models, best first.
-    order = sorted(cells, key=lambda m: -_geomean([cells[m][k]["speedup_vs_cpu"] for k in cells[m]]))
+    geomeans = {m: _geomean([c["speedup_vs_cpu"] for c in cells[m].values()]) for m in cells}
+    order = sorted(cells, key=lambda m: -geomeans[m] if np.isfinite(geomeans[m]) else np.inf)
     lines = [
         "| method | " + " | ".join(f"{m}: ms (± std), speedup" for m in models) + " | geomean speedup |",
         "|---|" + "---|" * (len(models) + 1),
@@ -271,10 +285,10 @@ def paper_table(summary: list[dict]) -> str:
             if s is None:
                 row.append("-")
                 continue
-            cell = f"{s['latency_ms']:.3f} (± {s['latency_std_ms']:.3f}), x{s['speedup_vs_cpu']:.2f}"
+            cell = f"{s['latency_ms']:.3f} (± {s['latency_std_ms']:.3f}), {_speedup_cell(s, short=True)}"
             row.append(cell + (f", score {s['score']:.2f}" if np.isfinite(s["score"]) else ""))
-        geo = _geomean([c["speedup_vs_cpu"] for c in cells[method].values()])
-        lines.append(f"| {method} | " + " | ".join(row) + f" | x{geo:.2f} |")
+        geo = f"x{geomeans[method]:.2f}" if np.isfinite(geomeans[method]) else "-"
+        lines.append(f"| {method} | " + " | ".join(row) + f" | {geo} |")
     return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ Rows whose group count differs from the stored optimum's (made on another versio
 out, and counted on stderr.
 
 Usage:
-    python -m experiments.systems_table --small results/systems14-500 --large results/systems14-2000 --curves
+    python -m experiments.systems_table --small results/systems --curves     # the table of record and its curves
 """
 
 from __future__ import annotations
@@ -213,15 +213,17 @@ def curves_table(rows: list[ResultRow], reference: Reference = stored_reference)
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--small", nargs="+", type=Path, required=True, help="result folders at 500 evaluations"
+        "--small", nargs="+", type=Path, required=True, help="result folders (rows split by budget: 500 and 2000 evaluations)"
     )
     parser.add_argument(
-        "--large", nargs="+", type=Path, default=[], help="result folders at 2000 evaluations"
+        "--large", nargs="+", type=Path, default=[], help="more result folders (also split by budget)"
     )
     parser.add_argument("--curves", action="store_true", help="also print the learning curves")
     args = parser.parse_args(argv)
-    small, dropped_small = current_rows(load_rows(args.small), stored_reference)
-    large, dropped_large = current_rows(load_rows(args.large), stored_reference)
+    # a folder may hold both budgets (results/systems does): rows are split by their budget
+    rows = load_rows([*args.small, *args.large])
+    small, dropped_small = current_rows([r for r in rows if r.budget == 500], stored_reference)
+    large, dropped_large = current_rows([r for r in rows if r.budget == 2000], stored_reference)
     if dropped_small or dropped_large:
         print(
             f"left out {len(dropped_small) + len(dropped_large)} rows of another graph version or a task "

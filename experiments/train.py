@@ -147,23 +147,15 @@ class Checkpointer:
     """
 
     def __init__(self, method: PlacementMethod, folder: Path, every: int) -> None:
-        from agents.sb3.methods import SB3Method
-
         self.method, self.folder, self.every = method, folder, every
-        self.model: Any = None
-        if isinstance(method, SB3Method):  # keep a handle on the model the method builds, to save it
-            build = method.make_model
-
-            def make_model(env: gym.Env, seed: int) -> Any:
-                self.model = build(env, seed)
-                return self.model
-
-            method.make_model = make_model  # type: ignore[method-assign]
 
     def __call__(self, tracker: BudgetTracker, placement: np.ndarray, latency: float, feasible: bool) -> None:
-        if self.model is not None and self.every and tracker.used % self.every == 0:
-            self.method.model = self.model
-            self.method.save(self.folder / f"eval-{tracker.used:06d}")
+        from agents.sb3.methods import SB3Method
+
+        # an SB3 method holds the model it trains from the first evaluation on (SB3Method.model)
+        if isinstance(self.method, SB3Method) and self.method.model is not None:
+            if self.every and tracker.used % self.every == 0:
+                self.method.save(self.folder / f"eval-{tracker.used:06d}")
 
     def final(self, result: PlacementResult) -> Path | None:
         """Save the trained model of ``result``; returns where, or None for a method without one."""

@@ -1,4 +1,4 @@
-"""Cutting the simulator's schedule into independent segments, for the exact solver (:mod:`agents.baselines.exact`).
+"""Cutting the simulator's schedule into independent segments, for the exact solver (:mod:`agents.baselines.segment_solver`).
 
 The simulator (:mod:`placement_gym.simulation.schedule`) takes groups in one fixed priority order. Call
 position ``k`` of that order a **cut** when the group ``v`` there separates the schedule:
@@ -13,7 +13,7 @@ copy fed ``v``, so it ended before ``v`` started), and every later event waits, 
 The schedule after ``v`` is then the same list schedule shifted by ``C``, and it depends on the placement
 before ``v`` only through ``v``'s device. So the latency is a sum over segments, each a function of its own
 groups' devices and the devices of its two end groups, and the optimum is a shortest path over
-``(cut, device of its group)`` (:mod:`agents.baselines.exact`).
+``(cut, device of its group)`` (:mod:`agents.baselines.segment_solver`).
 
 A jumping edge (BERT's attention mask feeds all twelve layers) breaks this. A segment's **model** drops
 the edges that jump into it: without them its groups can only start earlier (every time in the schedule

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.baselines.exact import solve_decomposed
+from agents.baselines.segment_solver import solve_decomposed
 from agents.baselines.milp import TIME_SCALE, build_milp
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
@@ -118,7 +118,7 @@ def solve_with_memory(
         time_limit: Seconds for the whole solve (checked between steps; one step can run over).
         target_gap: Stop when the relative gap is at most this.
         max_segment, enumerate_limit, segment_time_limit, threads: Settings of
-            :func:`~agents.baselines.exact.solve_decomposed`.
+            :func:`~agents.baselines.segment_solver.solve_decomposed`.
         lagrangian_share: Share of ``time_limit`` for the Lagrangian steps; the whole-graph MILP gets the rest.
     """
     start = time.perf_counter()

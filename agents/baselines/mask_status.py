@@ -1,6 +1,6 @@
 """Segment tables that carry, per cut, whether the cut group's subgraph joins the subgraph of a dropped
 edges' source: the exact treatment of BERT's attention mask on a device with an invoke overhead, for the
-exact solver (:mod:`agents.baselines.exact`).
+exact solver (:mod:`agents.baselines.segment_solver`).
 
 Setting (see :mod:`agents.baselines.decomposition`): one group ``s`` (the mask) has edges that jump over
 the cuts; they are dropped from the segments' models; ``s`` lies in the first segment and is pinned to a
@@ -105,7 +105,7 @@ def allowed_transition(
 class StatusTable:
     """A segment's shortest times per (anchor state, end state), shape ``(S, S)`` (see the module docstring).
 
-    Built either by enumeration (exact transitions) or over :class:`~agents.baselines.exact.SegmentTable` s
+    Built either by enumeration (exact transitions) or over :class:`~agents.baselines.segment_solver.SegmentTable` s
     of the segment's first three model variants, with every transition allowed.
 
     Args:

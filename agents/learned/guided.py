@@ -44,7 +44,7 @@ method with one scorer for every platform; ``depth=0,walk=0`` is the search of t
 ranked move tried, random kicks only), ``tabu="local"`` a variant whose tabu moves are tried again once
 their part of the graph has changed, and ``tabu="local",late=5,late_after=2`` that variant with late
 acceptance (Burke & Bykov, EJOR 2017) from the second exhausted placement on: steadier on Inception-V3
-under perturbed scores, but worse after fine-tuning on ViT-B/16 / ``multi-accel`` (``docs/RESULTS.md``).
+under perturbed scores, but worse after fine-tuning on ViT-B/16 / ``multi-accel`` (``docs/research-notes.md``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, FineTuningScorer, MoveScorer
+from agents.learned.fine_tuning import FineTuningScorer
+from agents.learned.scorer import PRETRAINED, PRETRAINED_MEMORY, MoveScorer
 from agents.learned.search import CostRanker, EstimateRanker, MoveRanker, RandomRanker, guided_search
 from placement_gym.errors import UnknownNameError
 from placement_gym.simulation.cost_model import CostModel

@@ -24,6 +24,7 @@ import json
 import pickle
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -53,28 +54,38 @@ _ONESHOT = recipe("oneshot", "ppo")
 
 
 class BudgetCallback(BaseCallback):
-    """Stops training as soon as one more vectorised step could exceed ``limit`` evaluations.
+    """Stops training as soon as one more vectorised step could take the trackers past ``limit`` evaluations.
 
-    Evaluations made in this process are counted by the problem the tracker watches; with ``remote=True``
+    Evaluations made in this process are counted by the problems the trackers watch; with ``remote=True``
     (the envs live in ``SubprocVecEnv`` workers) the callback records each step's evaluations from the infos.
+    One tracker watches one task; several (:func:`agents.sb3.multitask.train_multitask`) share ``limit``.
 
     Args:
-        tracker: The method's tracker.
-        limit: Evaluations training may spend (``None``: no limit).
+        tracker: The method's tracker, or one tracker per task.
+        limit: Evaluations training may spend, summed over the trackers (``None``: no limit).
         n_envs: Envs stepped together (evaluations one step can cost).
-        remote: Record evaluations from the infos (they happened in other processes).
+        remote: Record evaluations from the infos (they happened in other processes; one tracker only).
     """
 
-    def __init__(self, tracker: BudgetTracker, limit: int | None, n_envs: int, remote: bool = False) -> None:
+    def __init__(
+        self,
+        tracker: BudgetTracker | Sequence[BudgetTracker],
+        limit: int | None,
+        n_envs: int,
+        remote: bool = False,
+    ) -> None:
         super().__init__()
-        self.tracker, self.limit, self.n_envs, self.remote = tracker, limit, n_envs, remote
+        self.trackers = [tracker] if isinstance(tracker, BudgetTracker) else list(tracker)
+        if remote and len(self.trackers) != 1:
+            raise PlacementGymError(f"remote=True records into one tracker, got {len(self.trackers)}")
+        self.limit, self.n_envs, self.remote = limit, n_envs, remote
 
     def _on_step(self) -> bool:
         if self.remote:
             for info in self.locals["infos"]:
                 if "latency" in info:
-                    self.tracker.record(info["placement"], info["latency"], info["feasible"])
-        return self.limit is None or self.tracker.used + self.n_envs <= self.limit
+                    self.trackers[0].record(info["placement"], info["latency"], info["feasible"])
+        return self.limit is None or sum(t.used for t in self.trackers) + self.n_envs <= self.limit
 
 
 def _unpickled_env(blob: bytes) -> gym.Env:
@@ -234,6 +245,7 @@ class SB3Method(PlacementMethod):
             )
         vec_env = self.make_vec_env(env)
         model = self.make_model(vec_env, seed)
+        self.model = model  # the model in training, for listeners that checkpoint it
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
         start = time.perf_counter()
         threads = torch.get_num_threads()
@@ -253,7 +265,6 @@ class SB3Method(PlacementMethod):
             if isinstance(vec_env, SubprocVecEnv):
                 vec_env.close()
         train_time = time.perf_counter() - start
-        self.model = model
         info = self._deterministic_episode(env, model, seed)  # counted by the problem
         rewards = [ep["r"] for ep in model.ep_info_buffer]
         return {

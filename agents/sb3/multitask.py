@@ -27,12 +27,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.base import BudgetTracker, PlacementResult
-from agents.sb3.methods import SB3Method
+from agents.sb3.methods import BudgetCallback, SB3Method
 from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.errors import PlacementGymError
 from placement_gym.problem import PlacementProblem, problem_of
@@ -78,18 +77,6 @@ def common_envs(
     ]
 
 
-class _SharedBudget(BaseCallback):
-    """Stops training while one more step (one evaluation per task) and the final deterministic placements
-    (one per task) still fit in ``limit`` evaluations."""
-
-    def __init__(self, trackers: list[BudgetTracker], limit: int) -> None:
-        super().__init__()
-        self.trackers, self.limit = trackers, limit
-
-    def _on_step(self) -> bool:
-        return sum(t.used for t in self.trackers) + 2 * len(self.trackers) <= self.limit
-
-
 def train_multitask(
     method: SB3Method,
     tasks: Sequence[gym.Env | PlacementProblem],
@@ -119,7 +106,9 @@ def train_multitask(
     start = time.perf_counter()
     try:
         model = method.make_model(DummyVecEnv([lambda e=e: Monitor(e) for e in envs]), seed)
-        model.learn(total_timesteps=budget, callback=_SharedBudget(trackers, budget))
+        # one step evaluates one placement per task; one more each is kept for the final placements
+        limit = budget - len(trackers)
+        model.learn(total_timesteps=budget, callback=BudgetCallback(trackers, limit, len(trackers)))
         method.model = model
         finals = [method._deterministic_episode(env, model, seed) for env in envs]
     finally:

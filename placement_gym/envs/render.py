@@ -5,24 +5,45 @@ from __future__ import annotations
 import numpy as np
 
 from placement_gym.coarsening import CoarseGraph
+from placement_gym.errors import PlacementGymError
 from placement_gym.platforms import Platform
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def placement_table(
-    coarse: CoarseGraph, platform: Platform, placement: np.ndarray, latency: float | None, max_rows: int = 40
+    coarse: CoarseGraph,
+    platform: Platform,
+    placement: np.ndarray,
+    latency: float | None,
+    start: int = 0,
+    max_rows: int | None = None,
 ) -> str:
-    """Groups, their size and main op type, and their device, plus the latency, as text."""
+    """Groups, their size and main op type, and their device, plus the latency, as text.
+
+    Every group by default (the env's ``ansi`` render); ``start`` and ``max_rows`` show one page of them,
+    and the table then says which groups it shows and how to see the others.
+
+    Raises:
+        PlacementGymError: If ``start`` is not a group index or ``max_rows`` is below 1.
+    """
     q = coarse.graph
+    if not _is_int(start) or not 0 <= start < max(q.num_nodes, 1):
+        raise PlacementGymError(f"start={start!r} must be a group index in [0, {q.num_nodes - 1}]")
+    if max_rows is not None and not (_is_int(max_rows) and max_rows >= 1):
+        raise PlacementGymError(f"max_rows={max_rows!r} must be an integer >= 1 (or None: every group)")
+    stop = q.num_nodes if max_rows is None else min(q.num_nodes, start + max_rows)
     members = np.bincount(coarse.assignment, minlength=q.num_nodes)
     lines = [f"{'group':>5}  {'ops':>4}  {'main op':<18} {'GFLOP':>8}  device"]
-    shown = range(min(q.num_nodes, max_rows))
-    for g in shown:
+    for g in range(start, stop):
         dev = platform.devices[int(placement[g])].name if placement[g] >= 0 else "-"
         lines.append(
             f"{g:>5}  {members[g]:>4}  {q.op_types[g][:18]:<18} {q.nodes['flops'][g] / 1e9:>8.3f}  {dev}"
         )
-    if q.num_nodes > max_rows:
-        lines.append(f"  ... {q.num_nodes - max_rows} more groups")
+    if (start, stop) != (0, q.num_nodes):
+        lines.append(f"  groups {start}-{stop - 1} of {q.num_nodes} (start= and max_rows= show the others)")
     counts = {d.name: int(np.sum(placement == i)) for i, d in enumerate(platform.devices)}
     lines.append("groups per device: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     if latency is not None:

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
+from placement_gym.platforms.devices import Platform
+from placement_gym.platforms.machine import machine_fingerprint
 
 #: Version of the measurement below (bump when it changes).
 BOUNDARY_VERSION = 1
@@ -96,15 +98,15 @@ def boundary_slope(boundaries: np.ndarray, times: np.ndarray) -> float:
 
 def measure_chain(
     kind: str,
+    platform: Platform,
     ks: tuple[int, ...] = (1, 2, 4, 8),
     layers: int = 8,
     runs: int = 25,
-    platform: Any = None,
 ) -> dict[str, Any]:
     """Median run time of chain ``kind`` cut into each ``k`` of ``ks`` blocks, and its slope per boundary.
 
-    ``platform``: the two virtual CPUs to run on (default: ``load_platform("local")``; the ``local``
-    platform passes its own devices while it is being built).
+    ``platform``: the two virtual CPUs to run on (``load_platform("local")``; the ``local`` platform
+    passes its own devices while it is being built).
 
     Returns:
         ``{"ks", "times"`` (seconds per k), ``"slope"`` (seconds per boundary), ``"tensor_bytes"}``.
@@ -112,12 +114,10 @@ def measure_chain(
     from placement_gym.measured.dataflow import PartitionedExecutor
     from placement_gym.measured.segments import split_segments
     from placement_gym.ov_graph import graph_from_ov
-    from placement_gym.platforms import load_platform
     from placement_gym.zoo.loading import core
 
     model = chain_model(kind, layers)
     graph = graph_from_ov(model)
-    platform = platform if platform is not None else load_platform("local")
     if platform.num_devices != 2 or platform.devices[0].ov_device != platform.devices[1].ov_device:
         raise BackendError("the boundary micro-benchmark needs the two virtual CPUs of a CPU-only machine")
     shape = CHAINS[kind][0]
@@ -146,7 +146,7 @@ def measure_chain(
 
 
 def measure_boundary_costs(
-    ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25, platform: Any = None
+    platform: Platform, ks: tuple[int, ...] = (1, 2, 4, 8), layers: int = 8, runs: int = 25
 ) -> dict[str, Any]:
     """Each chain of :data:`CHAINS` measured by :func:`measure_chain` (on ``platform``), and the figures
     they give.
@@ -157,7 +157,7 @@ def measure_boundary_costs(
         ``"load_before", "load_after"}``.
     """
     load_before = os.getloadavg()[0]
-    chains = {kind: measure_chain(kind, ks, layers, runs, platform) for kind in CHAINS}
+    chains = {kind: measure_chain(kind, platform, ks, layers, runs) for kind in CHAINS}
     fixed = max(chains["tiny"]["slope"], 0.0)
 
     def rate(kind: str) -> float:
@@ -174,20 +174,19 @@ def measure_boundary_costs(
     }
 
 
-def boundary_costs(force: bool = False, platform: Any = None) -> dict[str, Any]:
-    """:func:`measure_boundary_costs` (on ``platform``, default the ``local`` one), stored once per machine
+def boundary_costs(platform: Platform, force: bool = False) -> dict[str, Any]:
+    """:func:`measure_boundary_costs` (on ``platform``, the ``local`` one), stored once per machine
     fingerprint and OpenVINO version (``force`` re-measures)."""
     import openvino as ov
 
     from placement_gym.cache import cached_entry
-    from placement_gym.platforms.local import machine_fingerprint
 
     fingerprint = machine_fingerprint()
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:12]
     key = f"boundaries-v{BOUNDARY_VERSION}-{digest}-ov{ov.__version__.split('-')[0]}"
 
     def write(directory: Path) -> dict[str, Any]:
-        record = measure_boundary_costs(platform=platform)
+        record = measure_boundary_costs(platform)
         (directory / "boundaries.json").write_text(json.dumps(record, indent=1))
         return {"fingerprint": fingerprint, "openvino": ov.get_version()}
 

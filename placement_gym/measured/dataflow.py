@@ -34,7 +34,7 @@ from placement_gym.errors import UnknownNameError
 from placement_gym.graph import CompGraph
 from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
-from placement_gym.platforms import Platform
+from placement_gym.platforms.devices import Platform
 
 
 @dataclass(eq=False)

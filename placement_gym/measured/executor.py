@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
-from placement_gym.platforms import Device
+from placement_gym.platforms.devices import Device
 
 
 class ExecutionFailure(BackendError):

@@ -21,7 +21,7 @@ time. The record says which (``action``: ``"ok"``, ``"reprofiled"`` or ``"rescal
 
 **Storage.** Profiles are cached on disk (``<cache>/profile/<key>/``, written atomically by
 :func:`placement_gym.cache.cached_entry`) with the machine's fingerprint
-(:func:`~placement_gym.platforms.local.machine_fingerprint`: CPU model, cores, ISA flags), the OpenVINO
+(:func:`~placement_gym.platforms.machine.machine_fingerprint`: CPU model, cores, ISA flags), the OpenVINO
 version, the device's precision and the host load while profiling. A profile from another machine or
 OpenVINO version, or one whose times are unreadable, is redone, never used; a corrupt file is detected by
 its hash and rebuilt. ``placement-gym calibrate`` redoes profiles on demand (:func:`calibrate`).
@@ -271,7 +271,7 @@ def _current(benchmark: Any, directory: Path, meta: dict[str, Any]) -> bool:
     """Whether a stored profile may be used here: same machine and OpenVINO, readable finite times."""
     import openvino as ov
 
-    from placement_gym.platforms.local import machine_fingerprint
+    from placement_gym.platforms.machine import machine_fingerprint
 
     reason = ""
     if meta.get("machine") != machine_fingerprint():
@@ -315,7 +315,7 @@ def profile_record(
     import openvino as ov
 
     from placement_gym.cache import cached_entry
-    from placement_gym.platforms.local import machine_fingerprint
+    from placement_gym.platforms.machine import machine_fingerprint
 
     made = []
 

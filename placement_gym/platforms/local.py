@@ -44,47 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym.platforms import Device, Link, Platform
+from placement_gym.measured.boundary_costs import boundary_costs
+from placement_gym.platforms.devices import Device, Link, Platform
+from placement_gym.platforms.machine import cpu_info, machine_fingerprint
 
 #: Compile properties of a virtual CPU device (one core each, able to run concurrently).
 VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}
 #: Version of the link/overhead measurement below (bump when it changes).
 MEASURE_VERSION = 4
 _RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
-
-
-def _cpu_info() -> tuple[str, float, set[str]]:
-    """(model name, clock in GHz, flags) from /proc/cpuinfo; conservative defaults elsewhere."""
-    name, ghz, flags = "unknown-cpu", 2.0, set()
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return name, ghz, flags
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "model name" and name == "unknown-cpu":
-            name = value
-        elif key == "cpu MHz" and ghz == 2.0:
-            ghz = float(value) / 1000.0
-        elif key == "flags" and not flags:
-            flags = set(value.split())
-    return name, ghz, flags
-
-
-#: CPU flags that change what OpenVINO's CPU plugin runs (kernels, precisions); part of a machine's identity.
-ISA_FLAGS = (
-    "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-    "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
-)  # fmt: skip
-
-
-def machine_fingerprint() -> dict[str, Any]:
-    """What a measurement on this machine depends on: CPU model, logical cores and the ISA flags of
-    :data:`ISA_FLAGS` it has. (Not the cores this process may use: a 1-thread profile taken under
-    ``taskset`` is the same profile.)"""
-    name, _, flags = _cpu_info()
-    return {"cpu": name, "cores": os.cpu_count() or 1, "isa": [f for f in ISA_FLAGS if f in flags]}
 
 
 def _core_peak_flops(ghz: float, flags: set[str]) -> dict[str, float]:
@@ -261,7 +229,7 @@ def local_figures() -> dict[str, float]:
 
     from placement_gym.cache import cached_entry
 
-    name, _, _ = _cpu_info()
+    name, _, _ = cpu_info()
     machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]
     key = f"local-v{MEASURE_VERSION}-{machine}-ov{ov.__version__.split('-')[0]}"
 
@@ -305,8 +273,6 @@ def executor_boundary_link(figures: dict[str, float], platform: Platform) -> Lin
     part). These are the figures the segment schedule
     (:mod:`placement_gym.simulation.segment_schedule`) was validated with.
     """
-    from placement_gym.measured.boundary_costs import boundary_costs
-
     record = boundary_costs(platform=platform)
 
     def rate(key: str) -> float:
@@ -331,7 +297,7 @@ def local_platform() -> Platform:
 
     available = list(ov.Core().available_devices)
     figures = local_figures()
-    name, ghz, flags = _cpu_info()
+    name, ghz, flags = cpu_info()
     accelerators = [d for d in available if d.startswith(("GPU", "NPU"))]
     cpu_link = Link(
         latency=figures["copy_latency"],

@@ -11,7 +11,8 @@ import pytest
 
 from agents import make_method
 from agents.baselines.decomposition import find_cuts, segments
-from agents.baselines.exact import ExactPlacement, solve_decomposed
+from agents.baselines.exact import ExactPlacement
+from agents.baselines.segment_solver import solve_decomposed
 from agents.baselines.exact_memory import resident_bytes
 from agents.baselines.heft import heft_placement
 from placement_gym.errors import PlacementGymError

@@ -289,7 +289,8 @@ def test_the_method_searches_with_its_options(fused):
 
 def test_fine_tuning_refits_within_the_budget(fused):
     from agents.base import BudgetTracker
-    from agents.learned.scorer import PRETRAINED, FineTuningScorer
+    from agents.learned.fine_tuning import FineTuningScorer
+    from agents.learned.scorer import PRETRAINED
     from agents.learned.search import guided_search
 
     base = MoveScorer.load(PRETRAINED)
@@ -305,7 +306,8 @@ def test_fine_tuning_refits_within_the_budget(fused):
 
 
 def test_listwise_fine_tuning_groups_moves_by_ranking_and_keeps_the_scorer_without_improvements():
-    from agents.learned.scorer import PRETRAINED, FineTuningScorer
+    from agents.learned.fine_tuning import FineTuningScorer
+    from agents.learned.scorer import PRETRAINED
 
     base = MoveScorer.load(PRETRAINED)
     rng = np.random.default_rng(0)

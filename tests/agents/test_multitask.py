@@ -82,3 +82,21 @@ def test_cli_trains_on_several_envs_and_places_a_model_with_the_saved_policy(tmp
     assert main(["place", "--policy", str(out / "policy"), "--model", "tiny_bert", "--platform", "cpu-dgpu"]) == 2
     assert "4 devices" in capsys.readouterr().err
     assert main(["train", "--agent", "heft", "--env", "DevicePlacement-v0", "DevicePlacement-v0"]) == 2
+
+
+def test_budget_callback_sums_the_trackers_of_several_tasks():
+    from agents.base import BudgetTracker
+    from agents.sb3.methods import BudgetCallback
+
+    problems = tasks()
+    trackers = [BudgetTracker(p, None) for p in problems]
+    callback = BudgetCallback(trackers, limit=5, n_envs=2)
+    assert callback._on_step()  # 0 used + 2 for the next step <= 5
+    for p in problems:
+        p.evaluate(np.zeros(p.num_groups, dtype=np.int64))
+    assert callback._on_step()  # 2 used + 2 <= 5
+    for p in problems:
+        p.evaluate(np.ones(p.num_groups, dtype=np.int64))
+    assert not callback._on_step()  # 4 used + 2 > 5
+    with pytest.raises(PlacementGymError, match="one tracker"):
+        BudgetCallback(trackers, limit=5, n_envs=2, remote=True)

@@ -69,7 +69,7 @@ def test_runs_within_budget_and_reproducible(name, cnn_env, bert_multi_env):
 
 # HSDAG and Placeto are left out: as released, HSDAG (no baseline, one discounted return weighting every
 # sample) and Placeto (learning rate 1e-3, 10 updates in 200 evaluations, episodes from a random placement)
-# do not recover the best single device in 200 evaluations; docs/RESULTS.md section 5 reports them.
+# do not recover the best single device in 200 evaluations; the systems table of docs/RESULTS.md reports them.
 @pytest.mark.parametrize("name", ["rl_placement", "grouper_placer"])
 def test_matches_best_single_device_with_moderate_budget(name, bert_env):
     # On tiny_bert / cpu-dgpu a random placement is ~6x slower than the best single device (the CPU);

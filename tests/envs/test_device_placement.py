@@ -10,7 +10,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import placement_gym
 from placement_gym.envs import DevicePlacementEnv
-from placement_gym.errors import PlacementError, UnknownNameError
+from placement_gym.errors import PlacementError, PlacementGymError, UnknownNameError
 from placement_gym.zoo import BENCHMARK_MODELS
 
 TINY_SIM = dict(model="tiny_cnn", platform="cpu-dgpu", backend="simulated")
@@ -219,6 +219,24 @@ def test_render_modes():
     env.step(np.zeros(env.num_groups, dtype=np.int64))
     text = env.render()
     assert "latency:" in text and "group" in text
+
+
+def test_ansi_render_shows_every_group_or_a_page_of_them():
+    """A 206-group BERT placement shows all 206 rows (no silent cut at 40); a page says which it shows."""
+    from placement_gym.envs.render import placement_table
+
+    env = DevicePlacementEnv("bert", "cpu-igpu", "simulated", render_mode="ansi")
+    env.reset(seed=0)
+    env.step(np.arange(env.num_groups) % env.num_devices)
+    rows = [line.split() for line in env.render().splitlines()[1:] if line.split()[0].isdigit()]
+    assert [int(r[0]) for r in rows] == list(range(env.num_groups)) and env.num_groups == 206
+    problem = env.problem
+    page = placement_table(problem.coarse, problem.platform, env.placement, None, start=200, max_rows=40)
+    assert [int(line.split()[0]) for line in page.splitlines()[1:7]] == list(range(200, 206))
+    assert "groups 200-205 of 206" in page
+    for bad in ({"start": 206}, {"start": -1}, {"max_rows": 0}, {"start": True}):
+        with pytest.raises(PlacementGymError):
+            placement_table(problem.coarse, problem.platform, env.placement, None, **bad)
     env = DevicePlacementEnv(**TINY_SIM, render_mode="rgb_array")
     env.reset(seed=0)
     img = env.render()

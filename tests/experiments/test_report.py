@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from experiments.report import markdown_table, merge_rows, suite_table, summarise
@@ -71,3 +72,46 @@ def test_suite_from_several_folders_with_a_method_filter(tmp_path, capsys) -> No
     main(["--suite", str(tmp_path / "a"), str(tmp_path / "b"), "--methods", "heft"])
     header, _, row = capsys.readouterr().out.splitlines()
     assert "| heft |" in header and "hsdag" not in header and row.endswith("| 1.00 |")
+
+
+def test_speedup_against_a_device_that_fits_never_xinf(tmp_path) -> None:
+    """Where CPU-only does not fit, the speedup is against the fastest single device that fits; where none
+    fits (model-parallel) there is none, written as null and shown as '-', never 'xinf' or 0.000."""
+    import dataclasses
+    import json
+
+    from experiments.bench import speedup, speedup_reference
+    from experiments.report import paper_table
+    from experiments.runs import ResultStore, speedup_text
+    from placement_gym.platforms import load_platform
+    from placement_gym.problem import PlacementProblem
+
+    base = load_platform("cpu-dgpu")
+    cpu = base.device_index("cpu")
+    devices = tuple(
+        dataclasses.replace(d, memory_bytes=1) if i == cpu else d for i, d in enumerate(base.devices)
+    )
+    small_cpu = PlacementProblem.make("tiny_cnn", dataclasses.replace(base, devices=devices), "simulated")
+    cpu_latency, reference, latency = speedup_reference(small_cpu)
+    gpu = small_cpu.evaluate(np.full(small_cpu.num_groups, 1 - cpu, dtype=np.int64)).latency
+    assert cpu_latency == float("inf") and reference == "gpu_only" and latency == gpu
+
+    mp = PlacementProblem.make("tiny_cnn", "model-parallel", "simulated")
+    assert speedup_reference(mp)[1:] == ("none", float("inf"))
+    assert np.isnan(speedup(float("inf"), 0.01)) and speedup(0.02, float("inf")) == 0.0
+
+    rows = [
+        dataclasses.replace(_row("heft", 0.01), speedup_vs_cpu=gpu / 0.01, speedup_reference="gpu_only"),
+        dataclasses.replace(_row("heft", 0.01, platform="model-parallel"), cpu_only_latency=float("inf"),
+                            speedup_vs_cpu=float("nan"), speedup_reference="none"),
+    ]  # fmt: skip
+    store = ResultStore(tmp_path / "results.jsonl")
+    for row in rows:
+        store.append(row)
+    assert json.loads((tmp_path / "results.jsonl").read_text().splitlines()[1])["speedup_vs_cpu"] is None
+    back = store.rows()
+    assert np.isnan(back[1].speedup_vs_cpu) and speedup_text(back[1]).startswith("no single device fits")
+    assert speedup_text(back[0]) == f"x{gpu / 0.01:.2f} vs gpu_only"
+    text = markdown_table(summarise(back)) + paper_table(summarise(back))
+    assert "vs gpu_only" in text and "no single device fits" in text
+    assert "xinf" not in text and "| 0.000 |" not in text and "x0.00" not in text

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from placement_gym.errors import BackendError
+from placement_gym.platforms import load_platform
 from placement_gym.measured.boundary_costs import (
     CHAINS,
     block_placement,
@@ -47,7 +48,7 @@ def test_bad_chain_settings_are_refused():
 def test_tiny_chain_boundaries_cost_something():
     """Measured: more segments never make the tiny chain faster by more than noise, and the slope is a
     positive per-boundary cost below a millisecond (starting a segment on this machine)."""
-    result = measure_chain("tiny", ks=(1, 2, 4, 8), layers=8, runs=25)
+    result = measure_chain("tiny", load_platform("local"), ks=(1, 2, 4, 8), layers=8, runs=25)
     assert len(result["times"]) == 4 and all(t > 0 for t in result["times"])
     assert 0 < result["slope"] < 1e-3
     assert result["times"][-1] > result["times"][0]

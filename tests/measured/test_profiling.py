@@ -115,12 +115,12 @@ def test_stale_and_corrupt_profiles_are_redone(monkeypatch, tmp_path, tiny_cnn):
     assert made and meta["action"] == "ok" and meta["machine"]["cores"] >= 1 and meta["precision"] == "f32"
     assert not profile_record(tiny_cnn, device)[2] and len(calls) == 1  # used as it is
     # another machine's profile is redone, never used
-    from placement_gym.platforms import local
+    from placement_gym.platforms import machine
 
-    real = local.machine_fingerprint()
-    monkeypatch.setattr(local, "machine_fingerprint", lambda: {**real, "cpu": "another CPU"})
+    real = machine.machine_fingerprint()
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda: {**real, "cpu": "another CPU"})
     assert profile_record(tiny_cnn, device)[2] and len(calls) == 2
-    monkeypatch.setattr(local, "machine_fingerprint", lambda: real)
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda: real)
     assert profile_record(tiny_cnn, device)[2] and len(calls) == 3  # and back
     # a damaged file is found by its hash and rebuilt
     (entry,) = [p for p in (tmp_path / "profile").iterdir() if not p.name.startswith(".")]

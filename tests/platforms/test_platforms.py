@@ -112,12 +112,12 @@ def test_local_platform() -> None:
 def test_executor_boundary_link_takes_the_micro_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     """The virtual CPUs' link: the boundary's fixed cost beyond one segment start, at least a copy's
     latency; the chains' rates, a copy's bandwidth where a chain showed no per-byte cost."""
-    from placement_gym.measured import boundary_costs
-    from placement_gym.platforms.local import executor_boundary_link
+    from placement_gym.platforms import local
 
     figures = {"invoke_overhead": 50e-6, "copy_latency": 1e-6, "copy_bandwidth": 10e9}
     record = {"fixed": 80e-6, "bandwidth": float("inf"), "blocked_bandwidth": 2e9}
-    monkeypatch.setattr(boundary_costs, "boundary_costs", lambda force=False, platform=None: record)
+    monkeypatch.setattr(local, "boundary_costs", lambda platform, force=False: record)
+    executor_boundary_link = local.executor_boundary_link
     link = executor_boundary_link(figures, None)
     assert link.latency == pytest.approx(30e-6)
     assert link.bandwidth == 10e9 and link.blocked_bandwidth == 2e9

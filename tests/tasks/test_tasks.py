@@ -39,7 +39,7 @@ def test_stored_placement_reevaluates_to_stored_latency(ref) -> None:
         base = env.problem.evaluate(np.array(ref.baseline_placement, dtype=np.int64))
         assert base.latency == pytest.approx(ref.baseline_latency, rel=1e-9)
     assert ref.lower_bound <= ref.latency <= min(ref.baseline_latency, ref.heft_latency) * (1 + 1e-12)
-    if (ref.model, ref.platform) in NOT_PROVEN:  # see docs/RESULTS.md, section 0
+    if (ref.model, ref.platform) in NOT_PROVEN:  # see the optima table of docs/RESULTS.md
         assert 1e-6 < ref.gap <= 0.05
     else:
         assert ref.gap <= 1e-6  # proven optimal (the MILP segments' tolerances)
