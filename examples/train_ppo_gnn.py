@@ -27,7 +27,9 @@ from placement_gym.problem import problem_of
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="DevicePlacement-inception_v3-cpu_igpu-sim-v0")
-    parser.add_argument("--model", help="model of the generic IDs (DevicePlacement-v0, DevicePlacementImprove-v0)")
+    parser.add_argument(
+        "--model", help="model of the generic IDs (DevicePlacement-v0, DevicePlacementImprove-v0)"
+    )
     parser.add_argument("--platform", help="platform of the generic IDs")
     parser.add_argument("--steps", type=int, default=5000, help="env steps (= evaluations)")
     parser.add_argument("--seed", type=int, default=0)

@@ -14,10 +14,11 @@ node mask             ``(N,)``    1 for real groups
 context               ``(3H,)``   ``[masked mean, masked max, embedding of the current node]``
 ====================  ==========  =====================================================================
 
-so ``features_dim = N * H + N + 3 * H`` (plus ``M * S``: the improvement env's move-set members, passed
-through when the observation has ``move_members``). :meth:`GraphExtractor.split` recovers the parts; the current
-node's embedding is zero in one-shot mode, where no node is current. The network's parameters do not
-depend on ``N``: the same weights serve graphs of any size (``N`` is only the padding of the spaces).
+so ``features_dim = N * H + N + 3 * H`` (plus ``M * S``: the improvement env's move-set members,
+passed through when the observation has ``move_members``). :meth:`GraphExtractor.split` recovers the
+parts; the current node's embedding is zero in one-shot mode, where no node is current. The network's
+parameters do not depend on ``N``: the same weights serve graphs of any size (``N`` is only the padding
+of the spaces).
 
 Subclasses choose the message-passing layer, as in PyG's ``basic_gnn.py``: :class:`GCNExtractor`,
 :class:`GATExtractor` (GATv2), :class:`SAGEExtractor`. Edges are used in both directions by default (a
@@ -231,9 +232,8 @@ class GraphExtractor(BaseFeaturesExtractor):
         n, f = observation_space["node_features"].shape
         d = observation_space["placement"].shape[1]
         #: ``(M, S)`` of the improvement env's move sets (``move_members``), passed through; else ``None``.
-        self.move_shape = (
-            tuple(observation_space["move_members"].shape) if "move_members" in observation_space.spaces else None
-        )
+        moves = observation_space.spaces.get("move_members")
+        self.move_shape = tuple(moves.shape) if moves is not None else None
         moves_dim = int(np.prod(self.move_shape)) if self.move_shape else 0
         super().__init__(observation_space, features_dim=n * hidden + n + 3 * hidden + moves_dim)
         self.max_nodes, self.num_devices, self.hidden = n, d, hidden

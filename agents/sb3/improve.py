@@ -100,7 +100,7 @@ class MaskablePPOImprove(_GNNMethod):
         episode_steps: Moves per episode before restarting from the best placement.
         skip_tried: Mask moves already tried from the current placement.
         stop_on_worse: Restart from the best placement after a move that made the placement slower.
-        moves: Move kinds of the env, comma-separated (``"single"``; also ``"class"``, ``"segment"``,
+        moves: Move kinds of the env, separated by ``,`` or ``+`` (``"single"``; also ``"class"``, ``"segment"``,
             ``"branch"``: a set's logit is the mean of its members' pair logits plus a per-set bias).
         **kwargs: :class:`~agents.sb3.methods._GNNMethod` arguments and MaskablePPO hyperparameters
             (default: :func:`agents.sb3.recipe.recipe` ``("improve", "maskable_ppo")``).
@@ -122,7 +122,9 @@ class MaskablePPOImprove(_GNNMethod):
     ) -> None:
         if episode_steps < 1:
             raise PlacementGymError(f"episode_steps={episode_steps} must be >= 1")
-        self.episode_steps, self.skip_tried, self.moves = int(episode_steps), bool(skip_tried), moves
+        # "+" as well as ",": method specs on the command line split their arguments at commas
+        self.episode_steps, self.skip_tried = int(episode_steps), bool(skip_tried)
+        self.moves = moves.replace("+", ",")
         self.stop_on_worse = bool(stop_on_worse)
         super().__init__(pair_bias_scale=pair_bias_scale, observation="device", **kwargs)
 

@@ -412,9 +412,10 @@ class SB3Method(PlacementMethod):
                 for key, spec in obs_meta.items()
             }
         )
-        action_space = (
-            gym.spaces.Discrete(int(nvec)) if np.ndim(nvec) == 0 else gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
-        )
+        if np.ndim(nvec) == 0:
+            action_space = gym.spaces.Discrete(int(nvec))
+        else:
+            action_space = gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
         fresh = type(self)(device=self.device, **kwargs)
         env = None if env is None else fresh.policy_env(env)
         if env is not None and (

@@ -172,7 +172,8 @@ class PairScoringHead(nn.Module):
     def set_logits(self, features: Tensor, pair_logits: Tensor) -> Tensor:
         """``(B, M - N, D)`` logits of the multi-group move sets: the mean of their members' pair logits
         (plus the scaled per-(set, device) bias); sets without members (padding) at ``-1e8``."""
-        members = split_moves(features, self.max_nodes, self.latent_node_dim, self.move_shape)[:, self.max_nodes :]
+        members = split_moves(features, self.max_nodes, self.latent_node_dim, self.move_shape)
+        members = members[:, self.max_nodes :]
         b, m, size = members.shape  # (B, M - N, S)
         valid = members >= 0
         index = members.clamp(min=0).reshape(b, m * size, 1).expand(-1, -1, self.num_devices)
@@ -225,8 +226,9 @@ class _PerNodeMixin:
         if isinstance(action_space, spaces.Discrete) and action_space.n == n * d:
             return "move"
         moves = self.observation_space.spaces.get("move_members")
-        if isinstance(action_space, spaces.Discrete) and moves is not None and action_space.n == moves.shape[0] * d:
-            return "move"
+        if isinstance(action_space, spaces.Discrete) and moves is not None:
+            if action_space.n == moves.shape[0] * d:
+                return "move"
         if (
             isinstance(action_space, spaces.MultiDiscrete)
             and action_space.nvec.shape == (n,)

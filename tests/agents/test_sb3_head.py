@@ -109,7 +109,9 @@ def test_improve_method_counts_its_budget_and_round_trips(tmp_path):
     assert problem.evaluate(result.placement).latency == result.latency
     env = method.policy_env(DevicePlacementEnv(problem=problem))
     assert isinstance(env, RestartFromBest)
-    expected = method.model.predict(env.reset(seed=0)[0], deterministic=True, action_masks=env.action_masks())[0]
+    expected = method.model.predict(
+        env.reset(seed=0)[0], deterministic=True, action_masks=env.action_masks()
+    )[0]
     method.save(tmp_path / "improve")
     loaded = MaskablePPOImprove()
     loaded.load(tmp_path / "improve")

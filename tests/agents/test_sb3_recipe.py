@@ -60,6 +60,8 @@ def test_example_script_trains_on_a_tiny_task(capsys):
     spec = importlib.util.spec_from_file_location("train_ppo_gnn", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = module.main(["--env", "DevicePlacement-v0", "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--steps", "32"])
+    out = module.main(
+        ["--env", "DevicePlacement-v0", "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--steps", "32"]
+    )
     assert np.isfinite(out["latency"]) and out["placement"].ndim == 1
     assert "best latency" in capsys.readouterr().out
