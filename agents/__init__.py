@@ -37,6 +37,7 @@ METHODS: dict[str, str] = {
     "a2c_gnn": "agents.sb3.methods:A2CGNN",
     "maskable_ppo_gnn": "agents.sb3.methods:MaskablePPOGNN",
     "ppo_mlp": "agents.sb3.methods:PPOMLP",
+    "maskable_ppo_improve": "agents.sb3.improve:MaskablePPOImprove",
     "pretrained_ppo": "agents.sb3.pretrained_ppo:PretrainedPPO",
     # learned move scorer steering an improvement search (issue #11)
     "guided_improvement": "agents.learned.guided:GuidedImprovement",

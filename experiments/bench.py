@@ -32,7 +32,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(
         models=["inception_v3"], platform="cpu-dgpu", backend="simulated", seeds=[0], budget=200,
         methods=["single_device:device=cpu", "single_device:device=gpu", "heft", "m_sct", "random_search",
-                 "milp:time_limit=30", "ppo_gnn", "hsdag"],
+                 "milp:time_limit=30", "ppo_gnn", "maskable_ppo_improve", "hsdag"],
     ),
     "paper-sim": dict(
         models=["inception_v3", "resnet50", "bert"],

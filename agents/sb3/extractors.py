@@ -14,7 +14,8 @@ node mask             ``(N,)``    1 for real groups
 context               ``(3H,)``   ``[masked mean, masked max, embedding of the current node]``
 ====================  ==========  =====================================================================
 
-so ``features_dim = N * H + N + 3 * H``. :meth:`GraphExtractor.split` recovers the parts; the current
+so ``features_dim = N * H + N + 3 * H`` (plus ``M * S``: the improvement env's move-set members, passed
+through when the observation has ``move_members``). :meth:`GraphExtractor.split` recovers the parts; the current
 node's embedding is zero in one-shot mode, where no node is current. The network's parameters do not
 depend on ``N``: the same weights serve graphs of any size (``N`` is only the padding of the spaces).
 
@@ -23,6 +24,12 @@ Subclasses choose the message-passing layer, as in PyG's ``basic_gnn.py``: :clas
 group's placement depends on its producers and its consumers). With device-aware observations
 (``observation="device"``) the per-(group, device) features and the device descriptors join each node's
 input and the per-link transfer times join each edge's features.
+
+Message passing cannot tell apart groups whose neighbourhoods look alike (Inception-V3's parallel
+branches, BERT's repeated layers), so the policy could not place them differently. ``positional=P``
+appends ``P`` sinusoidal features of each group's index (the env numbers groups in topological order),
+periods ``4, 8, ..., 4 * 2^(P/2 - 1)``, as the Transformer's positional encoding
+(Vaswani et al., 2017): every group gets a distinct input.
 
 Example::
 
@@ -57,7 +64,7 @@ from torch_geometric.utils import to_dense_batch
 
 from placement_gym.errors import PlacementGymError, UnknownNameError
 
-#: Keys the extractor reads from the observation.
+#: Keys the extractor needs in the observation.
 OBS_KEYS = (
     "node_features",
     "node_mask",
@@ -65,8 +72,10 @@ OBS_KEYS = (
     "edge_features",
     "edge_mask",
     "placement",
-    "current_node",
 )
+#: Optional keys: the current-node flag (sequential mode; zeros when absent) and the improvement env's
+#: ``(3,)`` episode progress (appended to every node's input when present).
+OPTIONAL_OBS_KEYS = ("current_node", "episode")
 #: Device-aware keys (``observation="device"``), used when the observation space has them.
 DEVICE_OBS_KEYS = ("node_device_features", "edge_link_features", "device_features")
 
@@ -117,10 +126,24 @@ def split_features(features: Tensor, max_nodes: int, hidden: int) -> GraphFeatur
     b = features.shape[0]
     nodes = features[:, : n * h].reshape(b, n, h)  # (B, N, H)
     mask = features[:, n * h : n * h + n] > 0.5  # (B, N)
-    return GraphFeatures(nodes, mask, features[:, n * h + n :])
+    return GraphFeatures(nodes, mask, features[:, n * h + n : n * h + n + 3 * h])
 
 
-def unpad(obs: dict[str, Tensor]) -> GraphBatch:
+def split_moves(features: Tensor, max_nodes: int, hidden: int, move_shape: tuple[int, int]) -> Tensor:
+    """The ``(B, M, S)`` int64 move-set members (-1: padding) after the graph parts of ``features``."""
+    start = max_nodes * hidden + max_nodes + 3 * hidden
+    return features[:, start:].round().long().reshape(features.shape[0], *move_shape)
+
+
+def positional_table(max_nodes: int, size: int) -> Tensor:
+    """``(N, P)`` sinusoidal features of the group index: ``sin`` and ``cos`` of ``2 pi g / (4 * 2^k)``."""
+    index = torch.arange(max_nodes, dtype=torch.float32).unsqueeze(1)  # (N, 1)
+    periods = 4.0 * 2.0 ** torch.arange(size // 2, dtype=torch.float32)  # (P/2,)
+    angle = 2 * math.pi * index / periods  # (N, P/2)
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)  # (N, P)
+
+
+def unpad(obs: dict[str, Tensor], positions: Tensor | None = None) -> GraphBatch:
     """Turn a batch of padded observations into one graph batch, vectorised over samples.
 
     Real nodes keep their order (sample-major, then node index), exactly as
@@ -130,18 +153,24 @@ def unpad(obs: dict[str, Tensor]) -> GraphBatch:
     Args:
         obs: The env's observation keys with a leading batch dimension ``B`` (``edge_index`` may be
             float, as SB3's preprocessing makes every ``Box`` float).
+        positions: ``(N, P)`` positional features appended to every sample's node inputs, or ``None``.
 
     Returns:
         The graph batch.
     """
     node_mask = obs["node_mask"] > 0.5  # (B, N)
     b, n = node_mask.shape
-    parts = [obs["node_features"], obs["placement"], obs["current_node"].unsqueeze(-1)]  # (B, N, F + D + 1)
+    current = obs["current_node"] if "current_node" in obs else torch.zeros_like(obs["node_mask"])  # (B, N)
+    parts = [obs["node_features"], obs["placement"], current.unsqueeze(-1)]  # (B, N, F + D + 1)
     edge_features = obs["edge_features"]  # (B, E, 1)
     if "node_device_features" in obs:  # device-aware observation: per-device columns on every node
         parts.append(obs["node_device_features"].reshape(b, n, -1))  # (B, N, 3D)
         parts.append(obs["device_features"].reshape(b, 1, -1).expand(b, n, -1))  # (B, N, 5D)
         edge_features = torch.cat([edge_features, obs["edge_link_features"]], dim=-1)  # (B, E, 1 + D^2)
+    if "episode" in obs:  # improvement env: the episode's progress, the same on every node
+        parts.append(obs["episode"].reshape(b, 1, -1).expand(b, n, -1))  # (B, N, 3)
+    if positions is not None:
+        parts.append(positions.unsqueeze(0).expand(b, n, -1))  # (B, N, P)
     x_dense = torch.cat(parts, dim=-1)
     flat_mask = node_mask.reshape(-1)  # (B * N,)
     # New index of every padded slot: the number of real nodes before it (valid only for real nodes).
@@ -157,7 +186,7 @@ def unpad(obs: dict[str, Tensor]) -> GraphBatch:
         edge_index=torch.stack([new_index[src], new_index[dst]]),
         edge_attr=edge_features[edge_mask],
         batch=batch,
-        current=obs["current_node"].reshape(-1)[flat_mask],
+        current=current.reshape(-1)[flat_mask],
     )
 
 
@@ -173,10 +202,12 @@ class GraphExtractor(BaseFeaturesExtractor):
         layers: Number of message-passing layers.
         bidirectional: Also pass messages from consumers to producers (reversed edges).
         activation: Activation module class.
+        positional: Sinusoidal features of the group index appended to every node's input (an even
+            number, 0 for none).
 
     Raises:
-        PlacementGymError: If the observation space lacks a key of :data:`OBS_KEYS` or
-            ``hidden``/``layers`` are not positive.
+        PlacementGymError: If the observation space lacks a key of :data:`OBS_KEYS`,
+            ``hidden``/``layers`` are not positive or ``positional`` is odd or negative.
     """
 
     def __init__(
@@ -186,6 +217,7 @@ class GraphExtractor(BaseFeaturesExtractor):
         layers: int = 3,
         bidirectional: bool = True,
         activation: type[nn.Module] = nn.ReLU,
+        positional: int = 0,
     ) -> None:
         missing = [k for k in OBS_KEYS if k not in getattr(observation_space, "spaces", {})]
         if missing:
@@ -194,18 +226,29 @@ class GraphExtractor(BaseFeaturesExtractor):
             )
         if hidden < 1 or layers < 1:
             raise PlacementGymError(f"hidden={hidden} and layers={layers} must both be >= 1")
+        if positional < 0 or positional % 2:
+            raise PlacementGymError(f"positional={positional} must be an even number >= 0")
         n, f = observation_space["node_features"].shape
         d = observation_space["placement"].shape[1]
-        super().__init__(observation_space, features_dim=n * hidden + n + 3 * hidden)
+        #: ``(M, S)`` of the improvement env's move sets (``move_members``), passed through; else ``None``.
+        self.move_shape = (
+            tuple(observation_space["move_members"].shape) if "move_members" in observation_space.spaces else None
+        )
+        moves_dim = int(np.prod(self.move_shape)) if self.move_shape else 0
+        super().__init__(observation_space, features_dim=n * hidden + n + 3 * hidden + moves_dim)
         self.max_nodes, self.num_devices, self.hidden = n, d, hidden
         self.node_dim, self.context_dim = hidden, 3 * hidden
         self.bidirectional = bidirectional
         self.device_aware = all(k in observation_space.spaces for k in DEVICE_OBS_KEYS)
-        in_dim, self.edge_dim = f + d + 1, 1
+        in_dim, self.edge_dim = f + d + 1 + positional, 1
+        self.positional = positional
+        self.register_buffer("position_table", positional_table(n, positional), persistent=False)
         if self.device_aware:
             in_dim += int(np.prod(observation_space["node_device_features"].shape[1:]))
             in_dim += int(np.prod(observation_space["device_features"].shape))
             self.edge_dim += observation_space["edge_link_features"].shape[1]
+        if "episode" in observation_space.spaces:
+            in_dim += int(np.prod(observation_space["episode"].shape))
         self.input = nn.Linear(in_dim, hidden)
         self.convs = nn.ModuleList(self.init_conv(hidden, hidden) for _ in range(layers))
         self.act = activation()
@@ -244,7 +287,7 @@ class GraphExtractor(BaseFeaturesExtractor):
 
     def forward(self, observations: dict[str, Tensor]) -> Tensor:
         """Flat features ``(B, N * H + N + 3H)``; see the module docstring for the layout."""
-        graph = unpad(observations)
+        graph = unpad(observations, self.position_table if self.positional else None)
         b = observations["node_mask"].shape[0]
         h = self.encode(graph)  # (V, H)
         context = torch.cat(
@@ -256,7 +299,10 @@ class GraphExtractor(BaseFeaturesExtractor):
             dim=-1,
         )  # (B, 3H)
         nodes, mask = to_dense_batch(h, graph.batch, max_num_nodes=self.max_nodes, batch_size=b)
-        return torch.cat([nodes.reshape(b, -1), mask.to(h.dtype), context], dim=-1)
+        parts = [nodes.reshape(b, -1), mask.to(h.dtype), context]
+        if self.move_shape is not None:  # the move sets' members, for a head that scores sets
+            parts.append(observations["move_members"].reshape(b, -1).to(h.dtype))
+        return torch.cat(parts, dim=-1)
 
     def split(self, features: Tensor) -> GraphFeatures:
         """Recover the parts of :meth:`forward`'s ``(B, features_dim)`` output."""

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -38,11 +39,13 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
+from agents.sb3.recipe import recipe
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
+_ONESHOT = recipe("oneshot", "ppo")
 _POLICY_FORMAT = 1  # version of the folder save() writes
 
 
@@ -89,6 +92,7 @@ class SB3Method(PlacementMethod):
         policy_kwargs: Extra policy arguments (merged over the method's own).
         fine_tune: When the method already has a model (trained, or loaded with :meth:`load`),
             :meth:`place` continues training it instead of building a fresh one (same spaces needed).
+        threads: Torch threads while training (restored afterwards); ``None``: leave torch's setting.
         **algo_kwargs: Learning hyperparameters of the SB3 algorithm, over :attr:`defaults`.
     """
 
@@ -105,6 +109,7 @@ class SB3Method(PlacementMethod):
         verbose: int = 0,
         policy_kwargs: dict[str, Any] | None = None,
         fine_tune: bool = False,
+        threads: int | None = 1,
         **algo_kwargs: Any,
     ) -> None:
         if n_envs < 1:
@@ -113,6 +118,7 @@ class SB3Method(PlacementMethod):
         self.extra_policy_kwargs = dict(policy_kwargs or {})
         self.algo_kwargs = {**self.defaults, **algo_kwargs}
         self.fine_tune = bool(fine_tune)
+        self.threads = threads
         self.model: BaseAlgorithm | None = None
 
     # ------------------------------------------------------------------ what subclasses choose
@@ -157,7 +163,12 @@ class SB3Method(PlacementMethod):
             **self.algo_kwargs,
         )
 
+    def policy_env(self, env: gym.Env) -> gym.Env:
+        """The env the policy acts on for ``env`` (subclasses may view its problem differently)."""
+        return env
+
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        env = self.policy_env(env)
         if tracker.budget is None:
             tracker.budget = self.budget
         if tracker.budget < self.n_envs + 1:
@@ -169,6 +180,11 @@ class SB3Method(PlacementMethod):
         model = self.make_model(vec_env, seed)
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
         start = time.perf_counter()
+        threads = torch.get_num_threads()
+        if self.threads is not None:
+            # Small networks, batches of 16: torch's intra-op threads cost more than they save (a loaded
+            # 2-core machine: several times slower with the default threads; docs/rl.md).
+            torch.set_num_threads(self.threads)
         try:
             model.learn(
                 total_timesteps=tracker.budget * steps_per_eval,
@@ -177,6 +193,7 @@ class SB3Method(PlacementMethod):
                 ),
             )
         finally:
+            torch.set_num_threads(threads)
             if isinstance(vec_env, SubprocVecEnv):
                 vec_env.close()
         train_time = time.perf_counter() - start
@@ -214,6 +231,7 @@ class SB3Method(PlacementMethod):
             PlacementGymError: If no model was trained or loaded, or the spaces differ.
         """
         model = self._require_model()
+        env = self.policy_env(env)
         if env.observation_space != model.observation_space or env.action_space != model.action_space:
             raise PlacementGymError(
                 "env spaces differ from the model's; pad both graphs with the same max_nodes/max_edges "
@@ -235,8 +253,6 @@ class SB3Method(PlacementMethod):
             PlacementGymError: If no model was trained or loaded, ``path`` ends in ``.zip`` (SB3's
                 pickle format is not written), or the method's arguments are not JSON data.
         """
-        import torch
-
         model = self._require_model()
         path = Path(path)
         if path.suffix == ".zip":
@@ -256,7 +272,8 @@ class SB3Method(PlacementMethod):
             "algorithm": type(model).__name__,
             "kwargs": self._saved_kwargs(),
             "observation_space": {k: {"shape": list(b.shape), "dtype": str(b.dtype)} for k, b in obs.items()},
-            "action_space": {"nvec": np.asarray(model.action_space.nvec).tolist()},
+            # Discrete(n) (sequential, improvement moves) is stored as the number n, MultiDiscrete as its list
+            "action_space": {"nvec": _nvec(model.action_space)},
             "versions": _versions(),
         }
         try:
@@ -303,14 +320,12 @@ class SB3Method(PlacementMethod):
         """The constructor arguments that rebuild this method's model (architecture and hyperparameters)."""
         kwargs: dict[str, Any] = {"policy_kwargs": self.extra_policy_kwargs, **self.algo_kwargs}
         kwargs.pop("tensorboard_log", None)  # where this run logged, not part of the policy
-        for name in ("gnn", "hidden", "layers", "head", "net_arch", "observation"):
+        for name in ("gnn", "hidden", "layers", "head", "net_arch", "observation", "positional", "pair_bias_scale"):
             if hasattr(self, name):
                 kwargs[name] = getattr(self, name)
         return kwargs
 
     def _load_safe(self, path: Path, env: gym.Env | None) -> BaseAlgorithm:
-        import torch
-
         try:
             meta = json.loads((path / "meta.json").read_text())
             weights = torch.load(path / "weights.pt", map_location=self.device, weights_only=True)
@@ -336,7 +351,11 @@ class SB3Method(PlacementMethod):
                 for key, spec in obs_meta.items()
             }
         )
-        action_space = gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
+        action_space = (
+            gym.spaces.Discrete(int(nvec)) if np.ndim(nvec) == 0 else gym.spaces.MultiDiscrete(np.asarray(nvec, dtype=np.int64))
+        )
+        fresh = type(self)(device=self.device, **kwargs)
+        env = None if env is None else fresh.policy_env(env)
         if env is not None and (
             env.observation_space != observation_space or env.action_space != action_space
         ):
@@ -344,7 +363,6 @@ class SB3Method(PlacementMethod):
                 f"env spaces differ from the saved policy's; pad the graph with the same max_nodes/max_edges "
                 f"on the same platform (policy: {action_space}, env: {env.action_space})"
             )
-        fresh = type(self)(device=self.device, **kwargs)
         policy, policy_kwargs = fresh.policy()
         target = env if env is not None else _SpacesOnly(observation_space, action_space)
         model = self.algo_class(
@@ -386,9 +404,15 @@ class _SpacesOnly(gym.Env):
         )
 
 
+def _nvec(space: gym.spaces.Space) -> int | list[int]:
+    """``Discrete(n)``: ``n``; ``MultiDiscrete``: its ``nvec`` as a list."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    return np.asarray(space.nvec).tolist()
+
+
 def _versions() -> dict[str, str]:
     import stable_baselines3
-    import torch
 
     import placement_gym
 
@@ -409,6 +433,8 @@ class _GNNMethod(SB3Method):
         head: Hidden widths of the per-node logit MLP and of the value MLP.
         observation: ``"graph"`` or ``"device"`` (device-aware keys, see ``DevicePlacementEnv``): train
             on a view of the given env's problem with that observation; ``None``: the env's own.
+        positional: Sinusoidal group-index features of the extractor (0: none).
+        pair_bias_scale: Scale of the per-(group, device) logit bias of the head (0: none).
         **kwargs: :class:`SB3Method` arguments and algorithm hyperparameters.
     """
 
@@ -420,7 +446,9 @@ class _GNNMethod(SB3Method):
         hidden: int = 64,
         layers: int = 3,
         head: tuple[int, ...] = (64,),
-        observation: str | None = None,
+        observation: str | None = "device",
+        positional: int = _ONESHOT.policy_kwargs["features_extractor_kwargs"]["positional"],
+        pair_bias_scale: float = _ONESHOT.policy_kwargs["pair_bias_scale"],
         **kwargs: Any,
     ) -> None:
         if observation not in (None, *OBSERVATIONS):
@@ -428,33 +456,40 @@ class _GNNMethod(SB3Method):
         self.extractor = extractor_class(gnn)
         self.gnn, self.hidden, self.layers, self.head = gnn, hidden, layers, list(head)
         self.observation = observation
+        self.positional, self.pair_bias_scale = int(positional), float(pair_bias_scale)
         super().__init__(**kwargs)
 
-    def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+    def policy_env(self, env: gym.Env) -> gym.Env:
+        """A view of ``env``'s problem with this method's observation (``env`` itself if it has it)."""
         inner = env.unwrapped
-        if self.observation is not None and inner.observation != self.observation:
-            env = DevicePlacementEnv(
-                problem=problem_of(env),
-                observation=self.observation,
-                mode=inner.mode,
-                sequential_reward=inner.sequential_reward,
-                initial_placement=inner.initial_placement,
-                max_nodes=inner.max_nodes,
-                max_edges=inner.max_edges,
-            )
-        return super()._place(env, tracker, seed)
+        if self.observation is None or inner.observation == self.observation:
+            return env
+        return DevicePlacementEnv(
+            problem=problem_of(env),
+            observation=self.observation,
+            mode=inner.mode,
+            sequential_reward=inner.sequential_reward,
+            initial_placement=inner.initial_placement,
+            max_nodes=inner.max_nodes,
+            max_edges=inner.max_edges,
+        )
 
     def policy(self) -> tuple[Any, dict[str, Any]]:
         return self.policy_class, {
             "features_extractor_class": self.extractor,
-            "features_extractor_kwargs": {"hidden": self.hidden, "layers": self.layers},
+            "features_extractor_kwargs": {
+                "hidden": self.hidden,
+                "layers": self.layers,
+                "positional": self.positional,
+            },
             "net_arch": {"pi": self.head, "vf": self.head},
+            "pair_bias_scale": self.pair_bias_scale,
         }
 
 
-# Short rollouts and few epochs: the joint ratio of N per-group probabilities leaves PPO's clip range
-# within a few gradient steps, so frequent small updates learn fastest (on BERT's 267 groups: within 5%
-# of the best known latency after ~470 evaluations vs none in 1000 with n_steps=64, n_epochs=10).
+# The ablation's settings (ppo_mlp keeps them). Short rollouts and few epochs: the joint ratio of N
+# per-group probabilities leaves PPO's clip range within a few gradient steps, so frequent small updates
+# learn fastest. The GNN methods take theirs from the recipe (agents.sb3.recipe).
 _PPO_DEFAULTS: dict[str, Any] = {
     "learning_rate": 1e-3,
     "n_steps": 16,
@@ -471,7 +506,7 @@ class PPOGNN(_GNNMethod):
 
     name = "ppo_gnn"
     algo_class = PPO
-    defaults = _PPO_DEFAULTS
+    defaults = _ONESHOT.hyperparams
 
 
 class MaskablePPOGNN(_GNNMethod):
@@ -480,7 +515,7 @@ class MaskablePPOGNN(_GNNMethod):
     name = "maskable_ppo_gnn"
     algo_class = MaskablePPO
     policy_class = MaskableGNNActorCriticPolicy
-    defaults = _PPO_DEFAULTS
+    defaults = recipe("oneshot", "maskable_ppo").hyperparams
 
 
 class A2CGNN(_GNNMethod):
@@ -488,14 +523,7 @@ class A2CGNN(_GNNMethod):
 
     name = "a2c_gnn"
     algo_class = A2C
-    defaults: ClassVar[dict[str, Any]] = {
-        "learning_rate": 1e-3,
-        "n_steps": 16,
-        "gamma": 1.0,
-        "gae_lambda": 1.0,
-        "ent_coef": 0.0,
-        "normalize_advantage": True,
-    }
+    defaults = recipe("oneshot", "a2c").hyperparams
 
 
 class PPOMLP(SB3Method):

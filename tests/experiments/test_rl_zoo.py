@@ -25,6 +25,36 @@ def test_yaml_files_cover_the_simulated_ids_and_name_importable_policies():
             assert hasattr(importlib.import_module(module), cls)
 
 
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_yaml_files_are_the_recipe(algo):
+    from experiments import zoo_yaml
+
+    assert (HYPERPARAMS / f"{algo}.yml").read_text() == zoo_yaml.text(algo)
+    conf = yaml.safe_load((HYPERPARAMS / f"{algo}.yml").read_text())
+    assert set(placement_gym.IMPROVE_IDS) - {"DevicePlacementImprove-v0"} <= set(conf)
+
+
+@pytest.mark.parametrize("env_id", ["DevicePlacement-v0", "DevicePlacementImprove-v0"])
+def test_yaml_entry_builds_a_model_as_rl_zoo_does(env_id):
+    """rl-zoo3 evaluates ``policy_kwargs``, imports the policy and passes the rest to the algorithm."""
+    import gymnasium as gym
+    from rl_zoo3.utils import get_class_by_name
+    from stable_baselines3 import PPO
+
+    key = "DevicePlacement-bert-cpu_igpu-sim-v0" if env_id == "DevicePlacement-v0" else (
+        "DevicePlacementImprove-bert-cpu_igpu-sim-v0"
+    )
+    entry = dict(yaml.safe_load((HYPERPARAMS / "ppo.yml").read_text())[key])
+    env = gym.make(env_id, model="tiny_cnn", platform="cpu-dgpu", backend="simulated", **entry.pop("env_kwargs", {}))
+    policy = get_class_by_name(entry.pop("policy"))
+    policy_kwargs = eval(entry.pop("policy_kwargs"))  # as rl-zoo3 does
+    for key in ("n_envs", "n_timesteps"):
+        entry.pop(key)
+    model = PPO(policy, env, policy_kwargs=policy_kwargs, seed=0, **entry)
+    model.learn(16)
+    assert model.num_timesteps >= 16
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])  # rl-zoo3 2.9 has no MaskablePPO
 def test_rl_zoo_trains(tmp_path, algo):

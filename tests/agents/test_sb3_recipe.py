@@ -1,0 +1,63 @@
+"""The training recipe, the best-placement callback and the example script (tiny task)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stable_baselines3 import A2C, PPO
+
+from agents.sb3.callbacks import BestPlacementCallback
+from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
+from agents.sb3.recipe import ALGOS, MODES, recipe
+from placement_gym.envs import DevicePlacementEnv
+from placement_gym.errors import UnknownNameError
+from placement_gym.problem import problem_of
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ppo_gnn.py"
+
+
+def test_recipe_covers_every_mode_and_algo_and_returns_fresh_dicts():
+    for mode in MODES:
+        for algo in ALGOS:
+            r = recipe(mode, algo)
+            assert r.hyperparams["learning_rate"] > 0 and r.policy_kwargs["gnn"] == "sage"
+            expected = MaskableGNNActorCriticPolicy if algo == "maskable_ppo" else GNNActorCriticPolicy
+            assert r.policy is expected
+    r = recipe("oneshot", "ppo")
+    r.hyperparams["n_steps"] = 1
+    r.policy_kwargs["features_extractor_kwargs"]["hidden"] = 1
+    assert recipe("oneshot", "ppo").hyperparams["n_steps"] != 1
+    assert recipe("oneshot", "ppo").policy_kwargs["features_extractor_kwargs"]["hidden"] == 64
+    with pytest.raises(UnknownNameError, match="oneshot"):
+        recipe("one-shot", "ppo")
+    with pytest.raises(UnknownNameError, match="a2c"):
+        recipe("oneshot", "dqn")
+
+
+@pytest.mark.parametrize("algo_class, algo", [(PPO, "ppo"), (A2C, "a2c")])
+def test_recipe_trains_and_callback_keeps_the_best(algo_class, algo):
+    env = DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "simulated", observation="device")
+    seen = []
+    problem_of(env).listeners.append(lambda placement, evaluation: seen.append(evaluation.latency))
+    r = recipe("oneshot", algo)
+    r.policy_kwargs["features_extractor_kwargs"].update(hidden=16, layers=1)
+    model = algo_class(r.policy, env, policy_kwargs=r.policy_kwargs, seed=0, **r.hyperparams)
+    best = BestPlacementCallback()
+    model.learn(total_timesteps=32, callback=best)
+    assert best.evaluations == len(seen) >= 32
+    assert best.best_latency == min(seen)
+    assert problem_of(env).evaluate(best.best_placement).latency == best.best_latency
+
+
+def test_example_script_trains_on_a_tiny_task(capsys):
+    spec = importlib.util.spec_from_file_location("train_ppo_gnn", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.main(["--env", "DevicePlacement-v0", "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--steps", "32"])
+    assert np.isfinite(out["latency"]) and out["placement"].ndim == 1
+    assert "best latency" in capsys.readouterr().out
