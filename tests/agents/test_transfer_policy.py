@@ -95,9 +95,9 @@ def test_move_sets_score_each_set_and_share_the_weights_of_single_moves():
             "move_kind": spaces.Box(0.0, 1.0, (m, 4), np.float32),
         }
     )
-    policy = PairScoringPolicy(
-        obs_space, spaces.Discrete(m * d), lambda _: 1e-3, features_extractor_kwargs={"hidden": 16, "layers": 2}
-    )
+    extractor = {"hidden": 16, "layers": 2}
+    action = spaces.Discrete(m * d)
+    policy = PairScoringPolicy(obs_space, action, lambda _: 1e-3, features_extractor_kwargs=extractor)
     transfer_weights(_policy(6, 8, 3).state_dict(), policy)  # the same weights as single moves
     obs = _obs(n, e, d, groups=4, seed=2)
     members = -np.ones((m, s))
