@@ -179,6 +179,7 @@ def run_cell(
             model_path=identity.get("model_path"),
             model_sha256=identity.get("model_sha256"),
             input_shapes=identity.get("input_shapes"),
+            task_sha256=problem.task_sha256,
         )
     finally:
         env.close()

@@ -22,22 +22,21 @@ from placement_gym.errors import ConfigError, PlacementGymError
 
 
 def policy_meta(folder: Path) -> dict[str, Any]:
-    """The method name and padding of a saved policy folder.
+    """The method name and padding of a saved policy folder (its ``meta.json`` checked by
+    :func:`agents.sb3.policy_file.read_meta`).
 
     Raises:
-        PlacementGymError: If the folder holds no readable ``meta.json``.
+        PlacementGymError: If the folder holds no valid ``meta.json``.
     """
-    try:
-        meta = json.loads((Path(folder) / "meta.json").read_text())
-        spaces = meta["observation_space"]
-        return {
-            "method": str(meta["method"]),
-            "max_nodes": int(spaces["node_mask"]["shape"][0]),
-            "max_edges": int(spaces["edge_mask"]["shape"][0]),
-            "devices": int(spaces["placement"]["shape"][1]),
-        }
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise PlacementGymError(f"{folder} is not a saved policy folder (meta.json: {exc})") from exc
+    from agents.sb3.policy_file import read_meta
+
+    meta = read_meta(folder)
+    return {
+        "method": meta.method,
+        "max_nodes": meta.padding("node_mask"),
+        "max_edges": meta.padding("edge_mask"),
+        "devices": meta.padding("placement", 1),
+    }
 
 
 def place(

@@ -5,6 +5,7 @@ Usage::
     python -m experiments.reference_optima                      # every task
     python -m experiments.reference_optima --models bert --platforms multi-accel
     python -m experiments.reference_optima --models vit_b16 convnext_t   # the held-out families
+    python -m experiments.reference_optima --rehash        # record each stored task's content hash
 
 The held-out families (:data:`placement_gym.HELD_OUT_MODELS`) are solved on the suite's platforms only.
 
@@ -12,13 +13,20 @@ For every (model, platform) at the ``fused`` level it runs :class:`agents.baseli
 re-evaluates its placement on the simulator, and stores the latency, the proven lower bound, the
 placement, the baseline (the best single device; on ``model-parallel``, where no single device holds the
 model, the best of Baechi's m-TOPO, m-ETF and m-SCT, with its placement), HEFT's latency, the solver's
-settings and its solve time with the machine's load. Tasks not asked for keep their stored entries. It prints the solver table of
-``docs/RESULTS.md``.
+settings and its solve time with the machine's load, and the task's content hash
+(:func:`placement_gym.tasks.task_sha256`), by which results are matched to it. Tasks not asked for keep
+their stored entries. It prints the solver table of ``docs/RESULTS.md``.
+
+``--rehash`` solves nothing: it rebuilds every stored task, checks that it has the stored group count and
+that the stored placement re-evaluates to the stored latency (the task's content is the one that was
+solved), and records its content hash; a task that fails the check is reported and keeps no hash (so
+nothing is scored against it).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -126,7 +134,29 @@ def solve_task(model: str, platform: str, threads: int | None = None) -> Referen
             "milp_status": result.extra.get("milp_status"),
         },
         baseline_placement=baseline_placement,
+        task_sha256=env.problem.task_sha256,
     )
+
+
+def rehash(ref: ReferenceOptimum) -> ReferenceOptimum:
+    """``ref`` with the content hash of the task it is stored for, if that task re-evaluates the same.
+
+    Raises:
+        RuntimeError: If the task now has another group count or the stored placement another latency.
+    """
+    env = DevicePlacementEnv(ref.model, ref.platform, "simulated", reward="neg_latency_ms")
+    try:
+        problem = env.problem
+        if problem.benchmark.version != ref.version or problem.coarse.level != ref.level:
+            raise RuntimeError(f"built v{problem.benchmark.version}/{problem.coarse.level}")
+        if problem.num_groups != len(ref.placement):
+            raise RuntimeError(f"{problem.num_groups} groups, the stored placement has {len(ref.placement)}")
+        latency = problem.evaluate(np.asarray(ref.placement, dtype=np.int64)).latency
+        if abs(latency - ref.latency) > 1e-9 * ref.latency:
+            raise RuntimeError(f"the stored placement re-evaluates to {latency!r} s, not {ref.latency!r} s")
+        return dataclasses.replace(ref, task_sha256=problem.task_sha256)
+    finally:
+        env.close()
 
 
 def solver_table(refs: list[ReferenceOptimum]) -> str:
@@ -149,7 +179,9 @@ def solver_table(refs: list[ReferenceOptimum]) -> str:
 
 def _row(ref: ReferenceOptimum) -> dict[str, Any]:
     """``ref`` as a JSON row (no ``baseline_placement`` key for a single-device baseline)."""
-    row = vars(ref) | {"placement": list(ref.placement)}
+    row = dict(vars(ref)) | {"placement": list(ref.placement)}
+    if row.get("task_sha256") is None:
+        row.pop("task_sha256", None)
     if ref.baseline_placement is None:
         del row["baseline_placement"]
     else:
@@ -163,8 +195,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", nargs="+", default=list(models), choices=models)
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS), choices=PLATFORMS)
     parser.add_argument("--threads", type=int, default=1, help="HiGHS threads per MILP")
+    parser.add_argument("--rehash", action="store_true", help="record stored tasks' content hashes only")
     args = parser.parse_args(argv)
     stored = dict(reference_optima())
+    if args.rehash:
+        for key, ref in sorted(stored.items()):
+            try:
+                stored[key] = rehash(ref)
+                print(f"{key}: {stored[key].task_sha256}", flush=True)
+            except RuntimeError as exc:
+                stored[key] = dataclasses.replace(ref, task_sha256=None)
+                print(f"{key}: NOT the stored task ({exc}); no hash recorded", flush=True)
+        OPTIMA_PATH.write_text(
+            json.dumps({"tasks": [_row(r) for _, r in sorted(stored.items())]}, indent=1) + "\n"
+        )
+        reference_optima.cache_clear()
+        return
     for model, platform in tasks(args.models, args.platforms):
         ref = solve_task(model, platform, args.threads)
         stored[f"{ref.model}/v{ref.version}/{ref.platform}/{ref.level}"] = ref

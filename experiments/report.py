@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.runs import ResultRow, method_label
-from placement_gym.tasks import ReferenceOptimum, reference_optima
+from placement_gym.tasks import ReferenceOptimum, reference_for
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -61,13 +61,15 @@ def _speedup_cell(s: dict, short: bool = False) -> str:
 
 
 def reference_of(row: ResultRow) -> ReferenceOptimum | None:
-    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``, also when the
-    row ran on a graph with another group count than the optimum's (e.g. BERT's fused level before a
-    fusion fix)."""
+    """The stored reference optimum of ``row``'s task (simulated backend only), or ``None``: matched by the
+    task's content hash the row records (:func:`placement_gym.tasks.reference_for`; a row written before
+    rows recorded it, by names and group count, so a graph with another group count than the optimum's,
+    e.g. BERT's fused level before a fusion fix, has none)."""
     if row.backend != "simulated":
         return None
-    ref = reference_optima().get(f"{row.model}/v{row.graph_version}/{row.platform}/{row.coarsening}")
-    return ref if ref is not None and len(ref.placement) == row.groups else None
+    return reference_for(
+        row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256
+    )
 
 
 def merge_rows(rows: list[ResultRow]) -> list[ResultRow]:
@@ -88,14 +90,18 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
     the model, e.g. another group count, are summarised apart)."""
     groups: dict[tuple, list[ResultRow]] = defaultdict(list)
     for row in rows:
-        groups[(row.platform, row.backend, row.model, row.method, row.graph_version, row.groups)].append(row)
+        ref = reference_of(row)  # rows of a custom platform named like a stored one are summarised apart
+        task = (ref.task_sha256 or id(ref)) if ref is not None else row.task_sha256
+        groups[
+            (row.platform, row.backend, row.model, row.method, row.graph_version, row.groups, task)
+        ].append(row)
     milp = {
         (p, b, m, v, g): float(np.mean([r.latency for r in rs]))
-        for (p, b, m, meth, v, g), rs in groups.items()
+        for (p, b, m, meth, v, g, _), rs in groups.items()
         if meth.split(":")[0] == "milp"
     }
     out = []
-    for (platform, backend, model, method, version, n_groups), rs in groups.items():
+    for (platform, backend, model, method, version, n_groups, _), rs in groups.items():
         lat = np.array([r.latency for r in rs])
         finite = lat[np.isfinite(lat)]
         ref = milp.get((platform, backend, model, version, n_groups))
@@ -121,6 +127,7 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 coarsening=rs[0].coarsening,
                 budget=rs[0].budget,
                 collapsed=float(np.mean(collapsed)) if collapsed else float("nan"),
+                reference=reference_of(rs[0]),
             )
         )
     return sorted(out, key=lambda d: (d["platform"], d["backend"], d["model"], d["latency_ms"]))
@@ -161,9 +168,10 @@ def write_report(rows: list[ResultRow], out: Path) -> str:
     (out / "report.md").write_text(table)
     if summary:
         with open(out / "summary.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+            fields = [k for k in summary[0] if k != "reference"]  # the optimum itself: the score column
+            writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
-            writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in summary)
+            writer.writerows({k: csv_safe(row[k]) for k in fields} for row in summary)
     if rows:
         plot_latencies(summary, out / "latency.png")
         plot_curves(rows, out / "learning_curves.png")
@@ -320,7 +328,7 @@ def suite_table(summary: list[dict]) -> str:
     tasks: dict[tuple, dict[str, dict]] = defaultdict(dict)
     refs: dict[tuple, ReferenceOptimum] = {}
     for s in summary:
-        ref = reference_optima().get(f"{s['model']}/v1/{s['platform']}/{s['coarsening']}")
+        ref = s.get("reference")
         if ref is None or s["backend"] != "simulated" or s["groups"] != len(ref.placement):
             continue
         key = (s["platform"], s["model"])

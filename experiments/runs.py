@@ -105,6 +105,8 @@ class ResultRow:
     #: fastest single device that does (``"<device>_only"``); ``"none"`` where no single device fits (the
     #: speedup is then NaN). Rows written before this field: CPU-only.
     speedup_reference: str = "cpu_only"
+    #: The task's content hash (:func:`placement_gym.tasks.task_sha256`): what the row is scored against.
+    task_sha256: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -176,6 +178,7 @@ class RowSchema(BaseModel):
     model_sha256: str | None = None
     input_shapes: dict[str, list[_Count]] | None = None
     speedup_reference: _Name = "cpu_only"
+    task_sha256: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
 
     def to_row(self) -> ResultRow:
         data = self.model_dump()

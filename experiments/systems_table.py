@@ -28,7 +28,7 @@ import numpy as np
 
 from experiments.runs import ResultRow, ResultStore
 from placement_gym.errors import UnknownNameError
-from placement_gym.tasks import ReferenceOptimum, reference_optimum
+from placement_gym.tasks import ReferenceOptimum, reference_for, reference_optimum
 
 #: The reimplemented learning systems.
 SYSTEMS = ("hsdag", "rl_placement", "grouper_placer", "placeto")
@@ -52,8 +52,20 @@ def load_rows(folders: Sequence[Path]) -> list[ResultRow]:
 
 
 def stored_reference(row: ResultRow) -> ReferenceOptimum:
-    """The stored reference optimum of a row's task (model, graph version, platform, coarsening)."""
-    return reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
+    """The stored reference optimum of a row's task: by the content hash the row records, else (an older
+    row) by model, graph version, platform and coarsening.
+
+    Raises:
+        UnknownNameError: If the task has none (another platform's figures under a stored name, too).
+    """
+    if row.task_sha256 is None:
+        return reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
+    ref = reference_for(
+        row.model, row.graph_version, row.platform, row.coarsening, row.groups, row.task_sha256
+    )
+    if ref is None:
+        raise UnknownNameError("task with a reference optimum (by content)", row.task_sha256[:16], [])
+    return ref
 
 
 def current_rows(rows: list[ResultRow], reference: Reference) -> tuple[list[ResultRow], list[ResultRow]]:

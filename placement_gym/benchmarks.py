@@ -2,6 +2,9 @@
 
 For zoo models the op graph and fused layers are cached on disk next to the IR (keyed by model name,
 graph version and OpenVINO version), so a warm load reads two small files and never touches OpenVINO.
+Any other model's fusions are read by compiling it in a child process, once per model content
+(:func:`placement_gym.fusion.isolated_fused_layers`): a model that crashes OpenVINO's compiler gives a
+:class:`~placement_gym.errors.BackendError`, not a dead process.
 
 Example:
     >>> bench = load_benchmark("tiny_cnn")
@@ -22,7 +25,7 @@ import openvino as ov
 from placement_gym.cache import cached_entry
 from placement_gym.coarsening import CoarseGraph, coarsen
 from placement_gym.errors import CorruptModelError
-from placement_gym.fusion import FUSION_CONFIG, runtime_fused_layers
+from placement_gym.fusion import FUSION_CONFIG, isolated_fused_layers, runtime_fused_layers
 from placement_gym.graph import CompGraph
 from placement_gym.ov_graph import graph_from_ov
 from placement_gym.zoo import MODELS, LoadedModel, load_model
@@ -105,10 +108,14 @@ class Benchmark:
         return state
 
 
-def _from_loaded(loaded: LoadedModel, source: Path | ov.Model, **identity: Any) -> Benchmark:
+def _from_loaded(
+    loaded: LoadedModel, source: Path | ov.Model, known: bool = False, **identity: Any
+) -> Benchmark:
+    """The benchmark of a loaded model; its fusions are read in a child process unless it is ``known`` (a
+    zoo model), since compiling a model never seen may crash OpenVINO (:mod:`placement_gym.isolation`)."""
     meta = {"name": loaded.name, "version": loaded.version, "openvino": ov.get_version()}
     ops = graph_from_ov(loaded.model, meta)
-    layers = runtime_fused_layers(loaded.model)
+    layers = runtime_fused_layers(loaded.model) if known else isolated_fused_layers(loaded.model)
     return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model, **identity)
 
 
@@ -135,7 +142,7 @@ def load_benchmark(
             path, digest = ir_entry(source)  # in full: the weights are read here
             if digest != ir_digest:
                 raise CorruptModelError(f"the cached IR of {source} was damaged and rebuilt; load it again")
-            bench = _from_loaded(load_model(path), path)
+            bench = _from_loaded(load_model(path), path, known=True)
             bench.ops.meta.update(name=spec.name, version=spec.version)
             bench.ops.save(directory / "graph.npz")
             (directory / "fused.json").write_text(json.dumps(bench.fused_layers))

@@ -20,6 +20,7 @@ The root is ``$PLACEMENT_GYM_CACHE`` if set, else ``~/.cache/placement_gym``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -29,11 +30,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
-from placement_gym.errors import CacheError, CorruptModelError
+from placement_gym.errors import CacheError, ConfigError, CorruptModelError, LockError
+from placement_gym.files import read_text
+from placement_gym.locks import FileLock
 
 CACHE_ENV_VAR = "PLACEMENT_GYM_CACHE"
+#: Free bytes below which a failed write is reported as a full disk (OpenVINO reports one as
+#: ``basic_ios::clear``, not as an ``OSError``).
+LOW_SPACE_BYTES = 64 * 2**20
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: Files this process has hashed and found intact: path -> (size, inode, mtime_ns, ctime_ns, sha256).
 _VERIFIED: dict[str, tuple[int, int, int, int, str]] = {}
 
@@ -55,10 +60,31 @@ def _sha256(path: Path) -> str:
 def _fingerprint(directory: Path) -> dict[str, dict[str, Any]]:
     files = {}
     for path in sorted(directory.iterdir()):
+        if path.is_symlink():
+            raise CacheError(
+                f"the writer of {directory} made {path.name} a link; an entry holds its own files"
+            )
         if path.name == "meta.json" or not path.is_file():
             continue
         files[path.name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
     return files
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(directory: Path, meta: dict[str, Any]) -> None:
+    """Write ``meta.json`` and flush every file of ``directory`` and the folder itself to the disk, so an
+    entry renamed into place is complete even after a power cut, and a full disk shows up here."""
+    (directory / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    for path in directory.iterdir():
+        _fsync(path)
+    _fsync(directory)
 
 
 def _matches(path: Path, size: int, digest: str) -> bool:
@@ -81,29 +107,41 @@ def _remember(path: Path, digest: str) -> None:
     _VERIFIED[str(path)] = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, digest)
 
 
-def verify_entry(directory: Path, defer: tuple[str, ...] = ()) -> dict[str, Any]:
+def verify_entry(
+    directory: Path, defer: tuple[str, ...] = (), *, kind: str | None = None, key: str | None = None
+) -> dict[str, Any]:
     """Check an entry's files against its ``meta.json`` and return the metadata.
 
     Args:
         directory: The entry.
         defer: Files whose content hash is not checked now (their size and recorded hash still are):
             the caller checks them with a full :func:`verify_entry` before it reads them.
+        kind, key: The entry this must be (``meta.json`` records them): an entry copied or moved into
+            another's place is another entry's, whatever its files' hashes say.
 
     Raises:
-        CorruptModelError: If ``meta.json`` is missing or unreadable, or a file is missing, has another
-            size or another hash (an entry written before hashes covered every file has none for its
-            large files, and counts as corrupt so that it is rebuilt with them).
+        CorruptModelError: If the entry or one of its files is a symbolic link, ``meta.json`` is missing or
+            unreadable, records another kind or key (or none: an older format), or a file is missing, has
+            another size or another hash (an entry written before hashes covered every file has none for
+            its large files, and counts as corrupt so that it is rebuilt with them).
     """
     meta_path = directory / "meta.json"
+    if directory.is_symlink() or meta_path.is_symlink():
+        raise CorruptModelError(f"cache entry {directory} is a link; an entry must hold its own files")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(read_text(meta_path, "cache metadata"))  # bounded: a damaged meta.json may be huge
         recorded = meta["files"]
-    except (OSError, ValueError, KeyError) as exc:
+        if not isinstance(recorded, dict) or not all(
+            isinstance(info, dict) and type(info.get("bytes")) is int for info in recorded.values()
+        ):
+            raise ValueError("'files' is not a mapping of file records with sizes")
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
         raise CorruptModelError(f"cache entry {directory} has no valid meta.json ({exc})") from exc
+    _check_identity(directory, meta, kind, key)
     for name, info in recorded.items():
         path = directory / name
-        if not path.is_file():
-            raise CorruptModelError(f"cache entry {directory} is missing {name}")
+        if "/" in name or name in ("", ".", "..") or path.is_symlink() or not path.is_file():
+            raise CorruptModelError(f"cache entry {directory} is missing {name} (or has a link in its place)")
         if path.stat().st_size != info["bytes"]:
             raise CorruptModelError(
                 f"{path} has {path.stat().st_size} bytes, expected {info['bytes']} (truncated or overwritten)"
@@ -117,6 +155,30 @@ def verify_entry(directory: Path, defer: tuple[str, ...] = ()) -> dict[str, Any]
     return meta
 
 
+def _check_identity(directory: Path, meta: dict[str, Any], kind: str | None, key: str | None) -> None:
+    """Refuse an entry that records another kind or key than the one it is read for.
+
+    An entry written before entries recorded them passes if it names a model whose name and version
+    begin ``key`` (the graph and IR entries of a model, ``<name>-v<version>-...``), so caches need not
+    be rebuilt; any other such entry is refused (and rebuilt)."""
+    record = meta.get("entry")
+    if record is None and key is not None:
+        name, version = meta.get("name"), meta.get("version")
+        if not (isinstance(name, str) and key.startswith(f"{name}-v{version}-")):
+            raise CorruptModelError(
+                f"cache entry {directory} records no kind and key and names model {name!r} version "
+                f"{version!r}, not the {key!r} it is read for (another entry's files, or an older format)"
+            )
+        return
+    for field, expected in (("kind", kind), ("key", key)):
+        found = record.get(field) if isinstance(record, dict) else None
+        if expected is not None and found != expected:
+            raise CorruptModelError(
+                f"cache entry {directory} records {field} {found!r}, not {expected!r} (another entry's "
+                "files were put in its place)"
+            )
+
+
 def _check_layout(root: Path, base: Path, final: Path, lock: Path) -> None:
     """Refuse paths that are in the way before anything is built (see the module docstring)."""
     for path, what in ((root, "the cache root"), (base, "a cache folder")):
@@ -124,8 +186,29 @@ def _check_layout(root: Path, base: Path, final: Path, lock: Path) -> None:
             raise CacheError(f"{what} {path} is a file, not a folder; remove it or set ${CACHE_ENV_VAR}")
     if final.exists() and not final.is_dir():
         raise CacheError(f"cache entry {final} is a file, not a folder; remove it")
-    if lock.is_dir():
-        raise CacheError(f"cache lock {lock} is a folder, not a lock file; remove it")
+    if lock.is_dir() or lock.is_symlink():
+        raise CacheError(f"cache lock {lock} is a folder or a link, not a lock file; remove it")
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _raise_if_disk_full(base: Path, kind: str, key: str, exc: Exception, free: int | None) -> None:
+    """Turn a write that failed for want of space into a :class:`CacheError` naming the folder and the
+    free space when it failed (OpenVINO's serializer reports a full disk as ``basic_ios::clear``: the free
+    space tells)."""
+    errno_full = isinstance(exc, OSError) and exc.errno in _DISK_FULL
+    if errno_full or (free is not None and free < LOW_SPACE_BYTES and not isinstance(exc, CacheError)):
+        room = "unknown" if free is None else f"{free / 2**20:.2f} MiB"
+        raise CacheError(
+            f"cannot write cache entry {kind}/{key}: the disk holding {base} is full ({room} free; "
+            f"{' '.join(str(exc).split())[:200]}). Free space there or point ${CACHE_ENV_VAR} at another "
+            "disk; nothing was left in the cache"
+        ) from exc
 
 
 def _remove_stale(base: Path, key: str) -> None:
@@ -174,20 +257,22 @@ def cached_entry(
     _check_layout(root, base, final, lock)
     if final.is_dir() and not force:  # fast path without the lock: complete entries never change in place
         try:
-            meta = verify_entry(final, defer)
+            meta = verify_entry(final, defer, kind=kind, key=key)
             if accept is None or accept(final, meta):
                 return final, meta
         except CorruptModelError:
             if not rebuild_corrupt:
                 raise
-    file_lock = FileLock(str(lock))
+    file_lock = FileLock(lock)
     try:
         base.mkdir(parents=True, exist_ok=True)
         file_lock.acquire()
     except OSError as exc:  # a race made a path a file, or no permission: say so before any work
         raise CacheError(f"cannot use the cache at {base}: {exc}") from exc
+    except LockError as exc:
+        raise CacheError(str(exc)) from None
     try:
-        return _build(base, final, key, write, rebuild_corrupt, defer, accept, force)
+        return _build(base, final, kind, key, write, rebuild_corrupt, defer, accept, force)
     finally:
         file_lock.release()
 
@@ -195,6 +280,7 @@ def cached_entry(
 def _build(
     base: Path,
     final: Path,
+    kind: str,
     key: str,
     write: Callable[[Path], dict[str, Any]],
     rebuild_corrupt: bool,
@@ -204,11 +290,11 @@ def _build(
 ) -> tuple[Path, dict[str, Any]]:
     """The locked part of :func:`cached_entry`: recheck, clean up, build and rename into place."""
     _remove_stale(base, key)
-    if final.is_dir():
-        replace = force
-        if not force:
+    if final.is_dir() or final.is_symlink():
+        replace = force or final.is_symlink()
+        if not replace:
             try:
-                meta = verify_entry(final, defer)
+                meta = verify_entry(final, defer, kind=kind, key=key)
                 if accept is None or accept(final, meta):
                     return final, meta
                 replace = True  # stale
@@ -220,14 +306,23 @@ def _build(
             trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))
             os.replace(final, trash / "entry")
             shutil.rmtree(trash, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.tmp."))
+    except OSError as exc:
+        _raise_if_disk_full(base, kind, key, exc, _free_bytes(base))
+        raise CacheError(f"cannot create a folder in the cache at {base}: {exc.strerror or exc}") from exc
     try:
         meta = dict(write(tmp))
         meta["files"] = _fingerprint(tmp)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        meta["entry"] = {"kind": kind, "key": key}
+        _write_durably(tmp, meta)
         os.replace(tmp, final)
-    except BaseException:
+        _fsync(base)
+    except BaseException as exc:
+        free = _free_bytes(base)  # at the failure, before the partial entry is removed
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception):
+            _raise_if_disk_full(base, kind, key, exc, free)
         raise
     for name, info in meta["files"].items():  # hashed just now: this process need not hash them again
         _remember(final / name, info["sha256"])

@@ -7,7 +7,27 @@ one type. Messages name the bad value and say how to fix it.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
+from typing import Any
+
+#: Longest quotation of a bad value an error message carries, characters.
+QUOTE_LIMIT = 120
+
+
+def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """A bounded ``repr`` of ``value`` for an error message: at most ``limit`` characters, whatever its
+    size, with the length of a cut string said. Nested containers are walked only as far as shown
+    (:mod:`reprlib`), so quoting a structure built from a billion aliases costs microseconds."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother = 3, limit, limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 8
+    text = r.repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        text += f" ({len(value)} characters)"
+    return text
 
 
 class PlacementGymError(Exception):
@@ -20,9 +40,9 @@ class UnknownNameError(PlacementGymError, KeyError):
     def __init__(self, kind: str, name: str, known: Iterable[str]):
         known = sorted(known)
         self.kind, self.name, self.known = kind, name, known
-        close = difflib.get_close_matches(str(name), known, n=1)
+        close = difflib.get_close_matches(str(name)[:QUOTE_LIMIT], known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}.{hint}")
+        super().__init__(f"unknown {kind} {quote(name)}; known: {', '.join(known)}.{hint}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return self.args[0]
@@ -62,6 +82,10 @@ class ConfigError(PlacementGymError, ValueError):
 
 class CacheError(PlacementGymError):
     """The on-disk cache cannot be used (a file where a directory belongs, a lock path that is a folder)."""
+
+
+class LockError(CacheError):
+    """A lock file or lock folder cannot be used safely (a link, not private, owned by another user)."""
 
 
 class RecordError(PlacementGymError, ValueError):

@@ -8,19 +8,25 @@ decided once, by :func:`op_layer_index`.
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from placement_gym.errors import BackendError
 from placement_gym.graph import CompGraph
+from placement_gym.isolation import run_isolated
 
 if TYPE_CHECKING:  # the op -> layer rule needs no OpenVINO; only reading fusions does
     import openvino as ov
 
 #: Compile settings used to read fusions: fusions do not depend on thread count, but precision is recorded.
 FUSION_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+#: Fusions read in a child process, by the SHA-256 of the serialized model, device and settings.
+_ISOLATED: dict[str, list[list[str]]] = {}
 
 
 def runtime_fused_layers(model: ov.Model, device: str = "CPU", config: dict | None = None) -> list[list[str]]:
@@ -41,6 +47,41 @@ def runtime_fused_layers(model: ov.Model, device: str = "CPU", config: dict | No
     except Exception as exc:
         raise BackendError(f"cannot compile the model on {device} to read its fusions: {exc}") from exc
     return [original_names(node) for node in compiled.get_runtime_model().get_ordered_ops()]
+
+
+def isolated_fused_layers(
+    model: ov.Model, device: str = "CPU", config: dict | None = None
+) -> list[list[str]]:
+    """:func:`runtime_fused_layers` of a model the project has not seen, run in a child process
+    (:func:`placement_gym.isolation.run_isolated`): a compiler crash on it becomes a
+    :class:`~placement_gym.errors.BackendError` instead of killing this process. The model is handed
+    over as a temporary IR; results are memoised by its content.
+
+    Raises:
+        BackendError: If the model does not compile, or compiling it crashes the child process.
+    """
+    import openvino as ov
+
+    config = dict(config or FUSION_CONFIG)
+    with tempfile.TemporaryDirectory(prefix="placement-gym-fusion-") as tmp:
+        xml = Path(tmp) / "model.xml"
+        ov.serialize(model, str(xml), str(xml.with_suffix(".bin")))
+        digest = hashlib.sha256(repr((device, sorted(config.items()))).encode())
+        for path in (xml, xml.with_suffix(".bin")):
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(2**20), b""):
+                    digest.update(chunk)
+        key = digest.hexdigest()
+        if key not in _ISOLATED:
+            what = f"compiling model {model.get_friendly_name()!r} on {device} to read its fusions"
+            _ISOLATED[key] = run_isolated(_fused_layers_of_file, str(xml), device, config, what=what)
+    return [list(names) for names in _ISOLATED[key]]
+
+
+def _fused_layers_of_file(xml: str, device: str, config: dict) -> list[list[str]]:
+    from placement_gym.zoo import core
+
+    return runtime_fused_layers(core().read_model(xml), device, config)
 
 
 def original_names(node: ov.Node) -> list[str]:

@@ -210,18 +210,34 @@ class PlacementProblem:
         return self._cost_model
 
     @property
+    def task_sha256(self) -> str:
+        """The content hash of this task (:func:`placement_gym.tasks.task_sha256`): model, graph version,
+        coarsening level, group count and every platform figure, not the platform's name."""
+        from placement_gym.tasks import task_sha256
+
+        return task_sha256(
+            self.benchmark.name,
+            self.benchmark.version,
+            self.coarse.level,
+            self.num_groups,
+            self.platform,
+            self.benchmark.source_sha256,
+        )
+
+    @property
     def reference(self):
-        """The stored :class:`~placement_gym.tasks.ReferenceOptimum` of this task (simulated backend, a zoo
-        model at the stored graph version and level, the stored platform), else ``None``."""
+        """The stored :class:`~placement_gym.tasks.ReferenceOptimum` of this task's content
+        (:attr:`task_sha256`; simulated backend only), else ``None``: a platform that keeps a stored task's
+        name but changes a figure has none."""
         if self._reference is False:
             self._reference = None
             if self.backend.name == "simulated":
-                from placement_gym.tasks import reference_optima
+                from placement_gym.tasks import reference_for
 
-                key = f"{self.benchmark.name}/v{self.benchmark.version}/{self.platform.name}/{self.coarse.level}"
-                ref = reference_optima().get(key)
-                if ref is not None and len(ref.placement) == self.num_groups:
-                    self._reference = ref
+                self._reference = reference_for(
+                    self.benchmark.name, self.benchmark.version, self.platform.name, self.coarse.level,
+                    self.num_groups, task_sha256=self.task_sha256,
+                )  # fmt: skip
         return self._reference
 
     def score(self, latency: float) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 
 from agents.learned.moves import MOVE_FEATURES, Moves
 from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.files import load_json
 
 CLIP = 0.1
 #: The pretrained scorer shipped with the repository (``python -m experiments.train_guided`` remakes it).
@@ -94,13 +95,21 @@ class MoveScorer:
                 f"no move scorer in {str(path)!r} (expected weights.pt and meta.json); "
                 "make one with `python -m experiments.train_guided`"
             )
-        meta = json.loads((path / "meta.json").read_text())
-        if meta.get("features") != list(MOVE_FEATURES):
+        meta = load_json(path / "meta.json", "move scorer file")  # bounded size, no NaN literals
+        if not isinstance(meta, dict) or meta.get("features") != list(MOVE_FEATURES):
             raise PlacementGymError(
                 f"the scorer in {str(path)!r} was trained on other move features: retrain it"
             )
         t = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
-        layers = [(t[f"w{i}"].double().numpy(), t[f"b{i}"].double().numpy()) for i in range(meta["layers"])]
+        n = meta.get("layers")
+        names = [f"{p}{i}" for i in range(n) for p in "wb"] if isinstance(n, int) and 0 < n <= 64 else None
+        if not isinstance(t, dict) or names is None or not set(names + ["mean", "std"]) <= set(t):
+            raise PlacementGymError(
+                f"the scorer in {str(path)!r} is damaged: its layers and weights do not match"
+            )
+        if not all(isinstance(v, torch.Tensor) and bool(torch.isfinite(v).all()) for v in t.values()):
+            raise PlacementGymError(f"the scorer in {str(path)!r} has NaN or infinite weights: retrain it")
+        layers = [(t[f"w{i}"].double().numpy(), t[f"b{i}"].double().numpy()) for i in range(n)]
         return cls(layers, t["mean"].double().numpy(), t["std"].double().numpy())
 
 

@@ -39,12 +39,13 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from agents.base import BudgetTracker, PlacementMethod
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
+from agents.sb3.policy_file import POLICY_FORMAT as _POLICY_FORMAT
+from agents.sb3.policy_file import read_policy
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.problem import problem_of
 
 DEFAULT_BUDGET = 2000  # evaluations when place() gets budget=None
-_POLICY_FORMAT = 1  # version of the folder save() writes
 
 
 class BudgetCallback(BaseCallback):
@@ -320,18 +321,10 @@ class SB3Method(PlacementMethod):
         return kwargs
 
     def _load_safe(self, path: Path, env: gym.Env | None) -> BaseAlgorithm:
-        import torch
-
-        try:
-            meta = json.loads((path / "meta.json").read_text())
-            weights = torch.load(path / "weights.pt", map_location=self.device, weights_only=True)
-            policy_state, bounds = weights["policy"], weights["bounds"]
-            obs_meta, nvec = meta["observation_space"], meta["action_space"]["nvec"]
-            kwargs, method, version = dict(meta["kwargs"]), meta["method"], meta["format"]
-        except Exception as exc:  # unpickling refused, a missing key, bad JSON: all mean a bad folder
-            raise PlacementGymError(
-                f"{path} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
-            ) from exc
+        saved = read_policy(path, self.device)  # checked: fields, ranges, finite weights (policy_file.py)
+        policy_state, bounds, meta = saved.policy_state, saved.bounds, saved.meta
+        obs_meta, nvec = meta.observation_space, meta.action_space.nvec
+        kwargs, method, version = dict(meta.kwargs), meta.method, meta.format
         if version != _POLICY_FORMAT or method != self.name:
             raise PlacementGymError(
                 f"{path} holds a {method!r} policy in format {version!r}; this is {self.name!r} (format {_POLICY_FORMAT})"
@@ -341,8 +334,8 @@ class SB3Method(PlacementMethod):
                 key: gym.spaces.Box(
                     low=bounds[f"{key}.low"].cpu().numpy(),
                     high=bounds[f"{key}.high"].cpu().numpy(),
-                    shape=tuple(spec["shape"]),
-                    dtype=np.dtype(spec["dtype"]),
+                    shape=tuple(spec.shape),
+                    dtype=np.dtype(spec.dtype),
                 )
                 for key, spec in obs_meta.items()
             }

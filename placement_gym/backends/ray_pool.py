@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -47,40 +46,44 @@ import numpy as np
 import placement_gym
 from placement_gym.backends.base import LatencyBackend, LatencyResult
 from placement_gym.errors import BackendError, PlacementError
+from placement_gym.locks import check_private, private_dir, try_lock
 
-#: Where pinned actors lock the cores they hold (one ``cpu<N>.lock`` per core, shared by all users of
-#: the machine; a lock is released by the kernel when its process dies).
-CORE_LOCK_DIR = Path(tempfile.gettempdir()) / "placement-gym-cores"
+#: The private lock folder (:func:`placement_gym.locks.private_dir`) where pinned actors lock the cores
+#: they hold: one ``cpu<N>.lock`` per core, released by the kernel when its process dies.
+CORE_LOCK_DIR_NAME = "cores"
 #: Placements whose actor the pool remembers, to send repeats back to that actor's cache.
 HOMES_KEPT = 65536
 
 
-def claim_cores(count: int, lock_dir: Path = CORE_LOCK_DIR) -> tuple[list[int], list[int]]:
+def claim_cores(count: int, lock_dir: Path | None = None) -> tuple[list[int], list[int]]:
     """Claim ``count`` cores of this process's affinity set that no other live process has claimed.
 
-    A claim is an exclusive ``flock`` on ``lock_dir/cpu<N>.lock`` held through the returned file
-    descriptors: it lasts until they are closed or the process dies, however it dies.
+    A claim is an exclusive ``flock`` on ``lock_dir/cpu<N>.lock`` (:func:`placement_gym.locks.try_lock`:
+    never through a link) held through the returned file descriptors: it lasts until they are closed or
+    the process dies, however it dies. ``lock_dir`` defaults to this user's private folder ``cores``; a
+    folder given must be private too (:func:`placement_gym.locks.check_private`).
 
     Returns:
         The claimed core ids and the lock file descriptors (keep them open).
 
     Raises:
         BackendError: If fewer than ``count`` cores are free or the platform cannot pin.
+        LockError: If the lock folder is not private or a lock file is a link.
     """
-    import fcntl
-
     if not hasattr(os, "sched_setaffinity"):
         raise BackendError("pinning Ray workers to cores needs Linux (os.sched_setaffinity)")
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_dir = private_dir(CORE_LOCK_DIR_NAME) if lock_dir is None else check_private(Path(lock_dir))
     allowed = sorted(os.sched_getaffinity(0))
     cores: list[int] = []
     fds: list[int] = []
     for core in allowed:
-        fd = os.open(lock_dir / f"cpu{core}.lock", os.O_CREAT | os.O_RDWR, 0o666)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            fd = try_lock(lock_dir / f"cpu{core}.lock")
+        except BaseException:
+            for held in fds:
+                os.close(held)
+            raise
+        if fd is None:
             continue
         cores.append(core)
         fds.append(fd)

@@ -21,9 +21,8 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from placement_gym.errors import ConfigError, UnknownNameError
+from placement_gym.files import load_yaml
 from placement_gym.platforms.devices import KINDS, PRECISIONS, Device, Link, Platform
 from placement_gym.platforms.schema import validate_platform
 
@@ -142,10 +141,5 @@ def load_platform(name: str | os.PathLike) -> Platform:
 def _load_file(path: Path) -> Platform:
     if path.suffix not in _SUFFIXES:
         raise ConfigError(f"platform file {path} must end in .yaml or .yml")
-    if not path.is_file():
-        raise ConfigError(f"platform file {path} does not exist (or is not a file)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read platform file {path}: {' '.join(str(exc).split())}") from exc
+    data = load_yaml(path, "platform file")
     return platform_from_dict(data, source=f"platform file {path}")

@@ -1,18 +1,17 @@
 """The data of a platform: :class:`Device`, :class:`Link` and :class:`Platform`.
 
-A leaf module (it imports nothing else of the package), so that the measured backend can use these types
+A leaf module (of the package it imports only the figures' bounds), so that the measured backend can use these types
 while the ``local`` platform is built from measurements (:mod:`placement_gym.platforms.local`). Loading
 platforms by name or file: :func:`placement_gym.platforms.load_platform`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any
 
-from placement_gym.errors import ConfigError, UnknownNameError
+from placement_gym.errors import ConfigError, UnknownNameError, quote
+from placement_gym.platforms.bounds import check_count, check_figure
 
 KINDS = ("cpu", "gpu", "npu", "virtual")
 PRECISIONS = ("f32", "f16", "bf16", "i8")
@@ -60,39 +59,28 @@ class Device:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ConfigError(f"device {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+            raise ConfigError(f"device {quote(self.name)}: kind {quote(self.kind)} is not one of {KINDS}")
         if self.precision not in PRECISIONS:
             raise ConfigError(
-                f"device {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}"
+                f"device {quote(self.name)}: precision {quote(self.precision)} is not one of {PRECISIONS}"
             )
         if self.precision not in self.peak_flops:
-            raise ConfigError(f"device {self.name!r} has no peak_flops for its precision {self.precision!r}")
+            raise ConfigError(
+                f"device {quote(self.name)} has no peak_flops for its precision {self.precision!r}"
+            )
         if self.memory_bytes is None and self.memory_fraction is None:
-            raise ConfigError(f"device {self.name!r} needs memory_bytes or memory_fraction")
-        numbers = {
-            "memory_bytes": 1 if self.memory_bytes is None else self.memory_bytes,
-            "memory_fraction": 1.0 if self.memory_fraction is None else self.memory_fraction,
-            "mem_bandwidth": self.mem_bandwidth,
-            "launch_overhead": self.launch_overhead,
-            "invoke_overhead": self.invoke_overhead,
-            "contention": self.contention,
-        }
-        numbers.update({f"peak_flops[{k}]": v for k, v in self.peak_flops.items()})
-        numbers.update({f"op_efficiency[{k}]": v for k, v in self.op_efficiency.items()})
-        for key, value in numbers.items():
-            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-                raise ConfigError(f"device {self.name!r}: {key} must be a finite number, got {value!r}")
-        for key, value in numbers.items():
-            if key in ("memory_bytes", "memory_fraction", "mem_bandwidth") or key.startswith("peak_flops"):
-                if not value > 0:
-                    raise ConfigError(f"device {self.name!r}: {key} must be > 0, got {value!r}")
-        if not 0 <= self.contention <= 1:
-            raise ConfigError(f"device {self.name!r}: contention {self.contention!r} not in [0, 1]")
-        if not (self.launch_overhead >= 0 and self.invoke_overhead >= 0):
-            raise ConfigError(f"device {self.name!r}: overheads must be >= 0 seconds")
-        for op, eff in self.op_efficiency.items():
-            if not 0 < eff <= 1:
-                raise ConfigError(f"device {self.name!r}: op_efficiency[{op!r}] = {eff!r} not in (0, 1]")
+            raise ConfigError(f"device {quote(self.name)} needs memory_bytes or memory_fraction")
+        owner = f"device {quote(self.name)}"
+        figures: list[tuple[str, object, str]] = [
+            (key, getattr(self, key), key)
+            for key in ("mem_bandwidth", "launch_overhead", "invoke_overhead", "contention")
+        ]
+        figures += [(key, getattr(self, key), key) for key in ("memory_bytes", "memory_fraction")
+                    if getattr(self, key) is not None]  # fmt: skip
+        figures += [(f"peak_flops[{k}]", v, "peak_flops") for k, v in self.peak_flops.items()]
+        figures += [(f"op_efficiency[{k}]", v, "op_efficiency") for k, v in self.op_efficiency.items()]
+        for key, value, kind in figures:
+            check_figure(owner, key, value, kind)
 
     def compile_config(self) -> dict[str, Any]:
         """OpenVINO compile properties for this device, precision included."""
@@ -117,19 +105,10 @@ class Link:
     blocked_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
-        ends = (self.latency, self.bandwidth, self.blocked_bandwidth or 1.0)
-        if not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in ends):
-            raise ConfigError(
-                f"a link needs finite numbers, got latency={self.latency!r}, bandwidth={self.bandwidth!r}, "
-                f"blocked_bandwidth={self.blocked_bandwidth!r}"
-            )
-        if not (self.latency >= 0 and self.bandwidth > 0):
-            raise ConfigError(
-                f"a link needs latency >= 0 and bandwidth > 0, got latency={self.latency!r}, "
-                f"bandwidth={self.bandwidth!r}"
-            )
-        if self.blocked_bandwidth is not None and not self.blocked_bandwidth > 0:
-            raise ConfigError(f"a link's blocked_bandwidth must be > 0, got {self.blocked_bandwidth!r}")
+        check_figure("a link", "latency", self.latency)
+        check_figure("a link", "bandwidth", self.bandwidth)
+        if self.blocked_bandwidth is not None:
+            check_figure("a link", "blocked_bandwidth", self.blocked_bandwidth)
 
     @property
     def blocked_factor(self) -> float:
@@ -158,9 +137,19 @@ class Platform:
     sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        check_count(f"platform {quote(self.name)}", len(self.devices))
         names = [d.name for d in self.devices]
         if not names or len(set(names)) != len(names):
-            raise ConfigError(f"platform {self.name!r} needs at least one device and unique device names")
+            raise ConfigError(
+                f"platform {quote(self.name)} needs at least one device and unique device names"
+            )
+        for i, j in self.links:
+            if i == j or not (0 <= i < len(names) and 0 <= j < len(names)):
+                raise ConfigError(
+                    f"platform {quote(self.name)}: a link {i} -> {j} "
+                    + ("from a device to itself (data stays on a device; remove it)" if i == j else
+                       f"between devices that do not exist (0..{len(names) - 1})")
+                )  # fmt: skip
         for i in range(len(names)):
             for j in range(len(names)):
                 if i != j and (i, j) not in self.links:

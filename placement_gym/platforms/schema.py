@@ -10,12 +10,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from placement_gym.errors import ConfigError
+from placement_gym.errors import ConfigError, quote
+from placement_gym.platforms.bounds import MAX_DEVICES
 
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: Most problems one error message lists.
+MAX_PROBLEMS = 10
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic would read true as 1.0
+        raise ValueError(f"a number is needed, got {value}")
+    return value
+
+
+Positive = Annotated[float, BeforeValidator(_not_bool), Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, BeforeValidator(_not_bool), Field(ge=0, allow_inf_nan=False)]
+#: Text without control characters (a name or description is printed on one line).
+_PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+#: Short names (devices, kinds, precisions, OpenVINO device strings, dictionary keys).
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=_PRINTABLE)]
+#: An OpenVINO compile property's value.
+Property = Annotated[str, Field(max_length=256)] | bool | int | float
 
 
 class _Strict(BaseModel):
@@ -25,17 +42,17 @@ class _Strict(BaseModel):
 class DeviceSpec(_Strict):
     """One entry of ``devices:`` (field meanings: :class:`placement_gym.platforms.Device`)."""
 
-    name: str = Field(min_length=1)
-    kind: str
-    ov_device: str = Field(min_length=1)
-    precision: str
+    name: Name
+    kind: Name
+    ov_device: Name
+    precision: Name
     memory_bytes: Positive | None = None
     memory_fraction: Positive | None = None
-    peak_flops: dict[str, Positive]
+    peak_flops: dict[Name, Positive] = Field(max_length=8)
     mem_bandwidth: Positive
     launch_overhead: NonNegative
-    ov_config: dict[str, Any] = Field(default_factory=dict)
-    op_efficiency: dict[str, Positive] = Field(default_factory=dict)
+    ov_config: dict[Name, Property] = Field(default_factory=dict, max_length=64)
+    op_efficiency: dict[Name, Positive] = Field(default_factory=dict, max_length=256)
     invoke_overhead: NonNegative = 0.0
     contention: NonNegative = 0.0
 
@@ -58,21 +75,30 @@ class LinkSpec(_Strict):
 
 
 class EndpointLinkSpec(LinkSpec):
-    src: str
-    dst: str
+    src: Name
+    dst: Name
     bidirectional: bool = True
+
+    @model_validator(mode="after")
+    def _two_ends(self) -> EndpointLinkSpec:
+        if self.src == self.dst:
+            raise ValueError(
+                f"link {self.src} -> {self.dst} joins a device to itself (data a device keeps is not "
+                "transferred; remove the link)"
+            )
+        return self
 
 
 class PlatformSpec(_Strict):
     """A whole platform file."""
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    host: str | None = None
-    sources: list[str] = Field(default_factory=list)
-    devices: list[DeviceSpec] = Field(min_length=1)
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=_PRINTABLE)]
+    description: Annotated[str, Field(max_length=4096)] = ""
+    host: Name | None = None
+    sources: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=64)
+    devices: list[DeviceSpec] = Field(min_length=1, max_length=MAX_DEVICES)
     default_link: LinkSpec | None = None
-    links: list[EndpointLinkSpec] = Field(default_factory=list)
+    links: list[EndpointLinkSpec] = Field(default_factory=list, max_length=MAX_DEVICES * (MAX_DEVICES - 1))
 
     @model_validator(mode="after")
     def _names_resolve(self) -> PlatformSpec:
@@ -98,7 +124,8 @@ def _place(loc: tuple[Any, ...], data: Any) -> str:
             text += f"[{item}]" + (f" {node['name']!r}" if named else "")
         else:
             node = node.get(item) if isinstance(node, dict) else None
-            text += f".{item}" if text else str(item)
+            item = str(item)[:64]
+            text += f".{item}" if text else item
     return text or "file"
 
 
@@ -118,11 +145,19 @@ def validate_platform(data: Any, source: str = "platform") -> PlatformSpec:
         return PlatformSpec.model_validate(data)
     except ValidationError as exc:
         problems = []
-        for err in exc.errors():
+        errors = exc.errors()
+        for err in errors[:MAX_PROBLEMS]:
             where = _place(err["loc"], data)
-            given = f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden") else ""
+            quoted = err["loc"] and err["type"] not in ("missing", "extra_forbidden", "value_error")
+            given = f" (got {quote(err['input'])})" if quoted else ""
             if err["type"] == "extra_forbidden":
                 problems.append(f"{where}: unknown field")
+            elif err["type"] == "string_pattern_mismatch":
+                problems.append(f"{where}: must be one line of printable text{given}")
             else:
-                problems.append(f"{where}: {err['msg']}{given}")
-        raise ConfigError(f"{source} {data.get('name', '')!r} is invalid: " + "; ".join(problems)) from None
+                problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}{given}")
+        if len(errors) > MAX_PROBLEMS:
+            problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
+        raise ConfigError(
+            f"{source} {quote(data.get('name', ''))} is invalid: " + "; ".join(problems)
+        ) from None

@@ -5,6 +5,13 @@ optimum is the best placement the exact solver (:mod:`agents.baselines.exact`) f
 bound of every placement's latency; both are stored in ``optima.json`` next to this file and regenerated
 by ``python -m experiments.reference_optima``. A placement's latency is always the simulator's.
 
+A task is identified by its content, :func:`task_sha256`: the model (name, graph version, and for a model
+file its hash), the coarsening level, the group count and every figure of the platform (devices in order,
+links, host), but not the platform's name. A result that records the hash of its task is scored only
+against the optimum of the same hash (:func:`reference_for`): a platform file that keeps a built-in
+name but changes a figure has no reference optimum (no score), and a renamed copy of a built-in platform
+has the built-in's.
+
 The normalised score of a latency is the share of the available headroom it captures, as D4RL normalises
 returns (Fu et al., "D4RL: Datasets for Deep Data-Driven Reinforcement Learning", 2020)::
 
@@ -17,6 +24,8 @@ optimum.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -25,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_gym.errors import PlacementGymError, UnknownNameError
+from placement_gym.platforms import Platform
 
 OPTIMA_PATH = Path(__file__).with_name("optima.json")
 
@@ -48,6 +58,7 @@ class ReferenceOptimum:
         solve_time: Seconds the solver ran, with the machine's load (``uptime``) when it ran.
         baseline_placement: Where no single device can hold the model, the baseline's placement (the best
             of Baechi's memory-aware list schedulers); ``None`` for a single-device baseline.
+        task_sha256: The task's content hash (:func:`task_sha256`).
     """
 
     model: str
@@ -63,6 +74,7 @@ class ReferenceOptimum:
     solver: dict[str, Any]
     solve_time: dict[str, Any]
     baseline_placement: tuple[int, ...] | None = None
+    task_sha256: str | None = None
 
     @property
     def gap(self) -> float:
@@ -100,6 +112,38 @@ def normalised_score(latency: float, baseline: float, optimum: float) -> float:
     return (baseline / latency - 1.0) / (baseline / optimum - 1.0)
 
 
+def task_sha256(
+    model: str, version: int, level: str, groups: int, platform: Platform, model_sha256: str | None = None
+) -> str:
+    """The SHA-256 of a task's content (see the module docstring), hex.
+
+    Args:
+        model: Model name.
+        version: Its graph version.
+        level: Coarsening level as recorded (``"fused"``, ``"fused+k64"``...).
+        groups: Number of groups of the coarse graph.
+        platform: The platform as the problem uses it (device memory resolved for the model).
+        model_sha256: For a model file, its hash (``Benchmark.source_sha256``).
+    """
+    devices = [{k: v for k, v in dataclasses.asdict(d).items() if k != "name"} for d in platform.devices]
+    links = [
+        [i, j, link.latency, link.bandwidth, link.blocked_bandwidth]
+        for (i, j), link in sorted(platform.links.items())
+    ]
+    content = {
+        "model": model,
+        "version": int(version),
+        "model_sha256": model_sha256,
+        "level": level,
+        "groups": int(groups),
+        "devices": devices,
+        "links": links,
+        "host": platform.host,
+    }
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _key(model: str, version: int, platform: str, level: str) -> str:
     return f"{model}/v{version}/{platform}/{level}"
 
@@ -120,6 +164,25 @@ def reference_optima() -> dict[str, ReferenceOptimum]:
     return out
 
 
+def _by_task() -> dict[str, ReferenceOptimum]:
+    return {ref.task_sha256: ref for ref in reference_optima().values() if ref.task_sha256}
+
+
+def reference_for(
+    model: str, version: int, platform: str, level: str, groups: int, task_sha256: str | None = None
+) -> ReferenceOptimum | None:
+    """The reference optimum of a result's task, or ``None`` if there is none.
+
+    With ``task_sha256`` (every result written since results record it) the optimum of that content
+    hash, whatever the names; without it (an older result), the optimum stored under the names, if it
+    has ``groups`` groups.
+    """
+    if task_sha256 is not None:
+        return _by_task().get(task_sha256)
+    ref = reference_optima().get(_key(model, version, platform, level))
+    return ref if ref is not None and len(ref.placement) == groups else None
+
+
 def reference_optimum(model: str, version: int, platform: str, level: str = "fused") -> ReferenceOptimum:
     """The stored reference optimum of one task.
 
@@ -133,4 +196,7 @@ def reference_optimum(model: str, version: int, platform: str, level: str = "fus
     return table[key]
 
 
-__all__ = ["OPTIMA_PATH", "ReferenceOptimum", "normalised_score", "reference_optima", "reference_optimum"]
+__all__ = [
+    "OPTIMA_PATH", "ReferenceOptimum", "normalised_score", "reference_for", "reference_optima", "reference_optimum",
+    "task_sha256",
+]  # fmt: skip

@@ -83,7 +83,7 @@ def test_bad_platform_data_rejected() -> None:
     spec["links"] = [{"src": "a", "dst": "b", "latency": 1e-6, "bandwidth": 1e9}]
     assert platform_from_dict(spec).num_devices == 2
     with pytest.raises(PlacementGymError, match="op_efficiency"):
-        Device("x", "cpu", "CPU", "f32", 1, {"f32": 1.0}, 1.0, 0.0, op_efficiency={"MatMul": 1.5})
+        Device("x", "cpu", "CPU", "f32", 1, {"f32": 1e9}, 1e9, 0.0, op_efficiency={"MatMul": 1.5})
     with pytest.raises(PlacementGymError):
         Link(latency=-1.0, bandwidth=1.0)
     with pytest.raises(UnknownNameError, match="cpu-dgpu"):

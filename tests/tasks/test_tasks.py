@@ -26,6 +26,7 @@ def test_optima_are_stored_for_every_simulated_task() -> None:
 def test_stored_placement_reevaluates_to_stored_latency(ref) -> None:
     env = DevicePlacementEnv(ref.model, ref.platform, "simulated", reward="neg_latency_ms")
     assert env.problem.benchmark.version == ref.version and env.num_groups == len(ref.placement)
+    assert env.problem.task_sha256 == ref.task_sha256  # results are matched to the optimum by this hash
     result = env.problem.evaluate(np.array(ref.placement, dtype=np.int64))
     assert result.feasible
     assert result.latency == pytest.approx(ref.latency, rel=1e-9)
