@@ -25,7 +25,6 @@ PENDING = {
     "docs/LEADERBOARD.md",
     "docs/datasets.md",
     "docs/cli-errors.md",
-    "docs/hardening.md",
 }
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
