@@ -1,9 +1,8 @@
 """The data of a platform: :class:`Device`, :class:`Link` and :class:`Platform`.
 
-A leaf module (of the package it imports only the error classes and the figure bounds), so that the
-measured backend can use these types while the ``local`` platform is built from measurements
-(:mod:`placement_gym.platforms.local`). Loading platforms by name or file:
-:func:`placement_gym.platforms.load_platform`.
+A leaf module (of the package it imports only the figures' bounds), so that the measured backend can use these types
+while the ``local`` platform is built from measurements (:mod:`placement_gym.platforms.local`). Loading
+platforms by name or file: :func:`placement_gym.platforms.load_platform`.
 """
 
 from __future__ import annotations
