@@ -17,7 +17,12 @@ from experiments.place import policy_meta
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import PlacementGymError
 
-SB3_METHODS = [name for name in METHODS if METHODS[name].startswith("agents.sb3.")]
+#: The SB3Method learners (SB3Method.save's format; pretrained_ppo, also in agents.sb3, has its own format).
+SB3_METHODS = [
+    name
+    for name in METHODS
+    if METHODS[name].startswith("agents.sb3.") and hasattr(method_class(name), "algo_class")
+]
 
 
 def _env():
