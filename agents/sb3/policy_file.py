@@ -1,4 +1,7 @@
-"""The one reader of a saved policy folder (``meta.json`` + ``weights.pt``, written by ``SB3Method.save``).
+"""The one reader of a saved policy folder (``meta.json`` + ``weights.pt``), of both kinds the project writes:
+an SB3 learner's (``SB3Method.save``, :class:`PolicyMeta`) and a pretrained device-free policy's
+(:func:`write_transfer_policy`, :class:`TransferMeta`; :mod:`agents.sb3.pretrained_ppo`). ``meta.json``'s
+``method`` says which: ``"pretrained_ppo"`` is a transfer policy, anything else an SB3 learner's.
 
 Everything in the folder is checked before any of it reaches Stable-Baselines3 or torch builds a model:
 
@@ -13,11 +16,14 @@ Everything in the folder is checked before any of it reaches Stable-Baselines3 o
   within bounds: widths at most :data:`MAX_WIDTH`, step counts at most :data:`MAX_STEPS`, and the rollout
   buffer they imply at most :data:`MAX_BUFFER_FLOATS` floats (one file asked for a 4 TB allocation).
   Space shapes are bounded too (at most :data:`MAX_OBSERVATION_FLOATS` floats per observation, at most
-  ``MAX_DEVICES`` devices per group).
-* ``weights.pt`` (at most :data:`MAX_WEIGHTS_BYTES`) is read with ``torch.load(weights_only=True)`` (no
+  ``MAX_DEVICES`` devices per group). A transfer policy's ``meta.json`` holds its architecture (``arch``:
+  widths and layers within the same bounds, at most :data:`MAX_WEIGHT_ELEMENTS` parameters), its PPO
+  hyperparameters (``ppo``: only MaskablePPO's, within :data:`FLOAT_BOUNDS`) and the record of its
+  pretraining (``training``: counts, times, names and its command, each bounded).
+* ``weights.pt`` (a regular file, not a link, at most :data:`MAX_WEIGHTS_BYTES`) is read with ``torch.load(weights_only=True)`` (no
   code runs) and must hold only tensors, at most :data:`MAX_WEIGHT_ELEMENTS` in all. Policy weights must
   be finite: NaN or inf weights (which loaded silently and placed every group on device 0) are refused.
-  The observation bounds must match the recorded spaces' shapes and hold no NaN.
+  The observation bounds (SB3 policies) must match the recorded spaces' shapes and hold no NaN.
 
 Every refusal is a :class:`~placement_gym.errors.PlacementGymError` naming the folder and the field.
 """
@@ -25,6 +31,7 @@ Every refusal is a :class:`~placement_gym.errors.PlacementGymError` naming the f
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import os
 import stat
@@ -91,6 +98,8 @@ FLOAT_BOUNDS: dict[str, tuple[float, float]] = {
     "max_grad_norm": (1e-6, MAX_MAGNITUDE),
     "target_kl": (1e-9, MAX_MAGNITUDE),
 }
+#: The method whose folders hold a transfer policy (:class:`TransferMeta`).
+TRANSFER_METHOD = "pretrained_ppo"
 _DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
 _Name = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -270,33 +279,148 @@ def _check_value(value: Any, where: str, context: str, depth: int = 0) -> None:
     raise ValueError(f"{where} has a value of type {type(value).__name__}")
 
 
-def read_meta(folder: str | os.PathLike) -> PolicyMeta:
-    """The checked ``meta.json`` of a saved policy folder.
+_Width = Annotated[int, Field(strict=True, ge=1, le=MAX_WIDTH)]
+_Count = Annotated[int, Field(strict=True, ge=0, le=2**40)]
+_Seconds = Annotated[float, Field(ge=0.0, le=1e9)]
+_Frozen = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    Raises:
-        PlacementGymError: If it is missing, too large, not JSON, or breaks :class:`PolicyMeta`.
-    """
-    folder = Path(folder)
+
+class TransferExtractor(BaseModel):
+    """``DeviceFreeExtractor``'s arguments: embedding width and message-passing layers."""
+
+    model_config = _Frozen
+
+    hidden: _Width
+    layers: Annotated[int, Field(strict=True, ge=1, le=MAX_LAYERS)]
+
+
+class TransferArch(BaseModel):
+    """A transfer policy's architecture: its extractor and the hidden widths of its heads."""
+
+    model_config = _Frozen
+
+    extractor: TransferExtractor
+    head: list[_Width] = Field(min_length=1, max_length=MAX_LAYERS)
+
+    @model_validator(mode="after")
+    def _check(self) -> TransferArch:
+        h, widths = self.extractor.hidden, [self.extractor.hidden, *self.head]
+        params = 2 * self.extractor.layers * h * h + sum(a * b for a, b in zip(widths, widths[1:]))
+        if params > MAX_WEIGHT_ELEMENTS:
+            raise ValueError(f"arch needs about {params} parameters; at most {MAX_WEIGHT_ELEMENTS}")
+        return self
+
+
+def _bounded(name: str) -> Any:
+    low, high = FLOAT_BOUNDS[name]
+    return Field(default=None, ge=low, le=high)
+
+
+class TransferPPO(BaseModel):
+    """The MaskablePPO hyperparameters a transfer policy is fine-tuned with (``n_steps`` is set per use)."""
+
+    model_config = _Frozen
+
+    batch_size: Annotated[int, Field(strict=True, ge=1, le=MAX_STEPS)]
+    learning_rate: float | None = _bounded("learning_rate")
+    n_epochs: Annotated[int, Field(strict=True, ge=1, le=MAX_EPOCHS)] | None = None
+    gamma: float | None = _bounded("gamma")
+    gae_lambda: float | None = _bounded("gae_lambda")
+    ent_coef: float | None = _bounded("ent_coef")
+    vf_coef: float | None = _bounded("vf_coef")
+    clip_range: float | None = _bounded("clip_range")
+    max_grad_norm: float | None = _bounded("max_grad_norm")
+    target_kl: float | None = _bounded("target_kl")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments for ``MaskablePPO`` (the ones the file sets)."""
+        return self.model_dump(exclude_none=True)
+
+
+class TrainingRecord(BaseModel):
+    """How a transfer policy was pretrained: its cost, its settings and the command that trains it."""
+
+    model_config = _Frozen
+
+    chunks: _Count | None = None
+    env_steps: _Count | None = None
+    evaluations: _Count | None = None
+    wall_s: _Seconds | None = None
+    cpu_s: _Seconds | None = None
+    cores: Annotated[int, Field(strict=True, ge=1, le=MAX_GROUPS)] | None = None
+    load_1min_mean: Annotated[float, Field(ge=0.0, le=1e6)] | None = None
+    models: list[_Name] | None = Field(default=None, max_length=64)
+    platforms: list[_Name] | None = Field(default=None, max_length=64)
+    synthetic: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    n_envs: Annotated[int, Field(strict=True, ge=1, le=1024)] | None = None
+    chunk: Annotated[int, Field(strict=True, ge=1, le=MAX_STEPS)] | None = None
+    max_steps: Annotated[int, Field(strict=True, ge=1, le=MAX_STEPS)] | None = None
+    #: Move kinds of the improvement env, comma-separated (``DevicePlacementImproveEnv`` checks the names).
+    moves: Annotated[str, Field(max_length=64, pattern=r"^[a-z_]+(,[a-z_]+)*$")] | None = None
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = None
+    arch: TransferArch | None = None
+    ppo: TransferPPO | None = None
+    command: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class TransferMeta(BaseModel):
+    """What a transfer policy's ``meta.json`` may hold (see the module docstring)."""
+
+    model_config = _Frozen
+
+    format: Literal[POLICY_FORMAT]  # type: ignore[valid-type]
+    method: Literal[TRANSFER_METHOD]  # type: ignore[valid-type]
+    arch: TransferArch
+    ppo: TransferPPO
+    training: TrainingRecord = Field(default_factory=TrainingRecord)
+
+
+def _meta_json(folder: Path) -> dict[str, Any]:
+    """The parsed ``meta.json`` of ``folder``: a small JSON object in a regular file (not a link)."""
     path = folder / "meta.json"
+    if path.is_symlink():
+        raise PlacementGymError(
+            f"{path} is a symbolic link, not a regular file (a saved policy's files may not be links)"
+        )
     try:
         data = parse_json(read_text(path, "policy file", MAX_META_BYTES), f"policy file {path}")
     except ConfigError as exc:
         raise PlacementGymError(f"{folder} is not a readable saved policy: {exc}") from None
     if not isinstance(data, dict):
         raise PlacementGymError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _validate(schema: type[BaseModel], data: dict[str, Any], path: Path) -> Any:
+    """``data`` checked by ``schema``; its first problems (field and reason) in one line otherwise."""
     try:
-        return PolicyMeta.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         problems = []
         for err in exc.errors()[:5]:
             where = ".".join(str(p)[:64] for p in err["loc"]) or "meta.json"
             if err["type"] == "extra_forbidden":
-                problems.append(f"{where}: not a field of a saved policy")
+                last = str(err["loc"][-1]) if err["loc"] else ""
+                why = "may not be set by a policy file" if last in DENIED else "not a field of a saved policy"
+                problems.append(f"{where}: {why}")
             else:
                 problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
         raise PlacementGymError(f"{path} is not a valid saved policy: " + "; ".join(problems)) from None
     except UnknownNameError as exc:
         raise PlacementGymError(f"{path}: {exc}") from None
+
+
+def read_meta(folder: str | os.PathLike) -> PolicyMeta | TransferMeta:
+    """The checked ``meta.json`` of a saved policy folder: a :class:`TransferMeta` when its ``method`` is
+    :data:`TRANSFER_METHOD`, else a :class:`PolicyMeta`.
+
+    Raises:
+        PlacementGymError: If it is missing, a link, too large, not JSON, or breaks its schema.
+    """
+    folder = Path(folder)
+    data = _meta_json(folder)
+    schema = TransferMeta if data.get("method") == TRANSFER_METHOD else PolicyMeta
+    return _validate(schema, data, folder / "meta.json")
 
 
 @dataclass(frozen=True)
@@ -308,29 +432,33 @@ class PolicyFile:
     bounds: dict[str, Any]
 
 
-def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
-    """Read and check a saved policy folder (see the module docstring).
+@dataclass(frozen=True)
+class TransferPolicyFile:
+    """A checked transfer policy: its metadata and the policy's ``state_dict``."""
 
-    Raises:
-        PlacementGymError: For anything :func:`read_meta` refuses, a missing, oversized or unreadable
-            ``weights.pt``, content other than tensors, too many numbers, non-finite policy weights, or
-            observation bounds that do not fit the recorded spaces.
-    """
+    meta: TransferMeta
+    policy_state: dict[str, Any]
+
+
+def _read_weights(folder: Path, parts: tuple[str, ...], device: str) -> dict[str, dict[str, Any]]:
+    """``weights.pt`` of ``folder``: exactly ``parts``, each a mapping of names to tensors, bounded in size,
+    finite in ``"policy"`` and without NaN elsewhere."""
     import torch
 
-    folder = Path(folder)
-    meta = read_meta(folder)
     path = folder / "weights.pt"
     try:
-        st = path.stat()
+        st = path.lstat()
     except OSError as exc:
         raise PlacementGymError(f"cannot read {path}: {exc.strerror or exc}") from None
-    size = st.st_size
+    if stat.S_ISLNK(st.st_mode):
+        raise PlacementGymError(
+            f"{path} is a symbolic link, not a regular file (a saved policy's files may not be links)"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise PlacementGymError(f"{path} is not a regular file")
-    if size > MAX_WEIGHTS_BYTES:
+    if st.st_size > MAX_WEIGHTS_BYTES:
         raise PlacementGymError(
-            f"{path} has {size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
+            f"{path} has {st.st_size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
         )
     try:
         weights = torch.load(path, map_location=device, weights_only=True)
@@ -338,11 +466,11 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
         raise PlacementGymError(
             f"{folder} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
         ) from exc
-    if not isinstance(weights, dict) or set(weights) != {"policy", "bounds"}:
-        raise PlacementGymError(f"{path} must hold exactly 'policy' and 'bounds'")
-    state, bounds = weights["policy"], weights["bounds"]
+    if not isinstance(weights, dict) or set(weights) != set(parts):
+        raise PlacementGymError(f"{path} must hold exactly {' and '.join(repr(p) for p in parts)}")
     total = 0
-    for part, tensors in (("policy", state), ("bounds", bounds)):
+    for part in parts:
+        tensors = weights[part]
         if not isinstance(tensors, dict) or not all(
             isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in tensors.items()
         ):
@@ -359,13 +487,97 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
                         f"{path}: {part} tensor {name[:64]!r} has {int(bad.sum())} {kind} values of "
                         f"{tensor.numel()}; the policy is damaged (retrain or restore it)"
                     )
+    return weights
+
+
+def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
+    """Read and check an SB3 learner's saved policy folder (see the module docstring).
+
+    Raises:
+        PlacementGymError: For anything :func:`read_meta` refuses, a transfer policy's folder, a missing,
+            linked, oversized or unreadable ``weights.pt``, content other than tensors, too many numbers,
+            non-finite policy weights, or observation bounds that do not fit the recorded spaces.
+    """
+    folder = Path(folder)
+    meta = read_meta(folder)
+    if isinstance(meta, TransferMeta):
+        raise PlacementGymError(
+            f"{folder} holds a {TRANSFER_METHOD} policy, not an SB3 learner's; use {TRANSFER_METHOD}:policy={folder}"
+        )
+    weights = _read_weights(folder, ("policy", "bounds"), device)
+    bounds = weights["bounds"]
     expected = {
         f"{k}.{end}": tuple(s.shape) for k, s in meta.observation_space.items() for end in ("low", "high")
     }
     found = {k: tuple(t.shape) for k, t in bounds.items()}
     if found != expected:
-        raise PlacementGymError(f"{path}: the observation bounds do not fit meta.json's observation_space")
-    return PolicyFile(meta, state, bounds)
+        raise PlacementGymError(
+            f"{folder / 'weights.pt'}: the observation bounds do not fit meta.json's observation_space"
+        )
+    return PolicyFile(meta, weights["policy"], bounds)
 
 
-__all__ = ["POLICY_FORMAT", "PolicyFile", "PolicyMeta", "read_meta", "read_policy"]
+def read_transfer_policy(folder: str | os.PathLike, device: str = "cpu") -> TransferPolicyFile:
+    """Read and check a transfer policy's folder (written by :func:`write_transfer_policy`).
+
+    Raises:
+        PlacementGymError: For a folder of another method, anything :func:`read_meta` refuses, and the
+            checks of ``weights.pt`` of :func:`read_policy` (a ``"policy"`` mapping only, no bounds).
+    """
+    folder = Path(folder)
+    data = _meta_json(folder)
+    if data.get("method") != TRANSFER_METHOD:
+        raise PlacementGymError(
+            f"{folder} holds a {quote(data.get('method'))} policy, not a {TRANSFER_METHOD} one"
+        )
+    meta = _validate(TransferMeta, data, folder / "meta.json")
+    return TransferPolicyFile(meta, _read_weights(folder, ("policy",), device)["policy"])
+
+
+def write_transfer_policy(
+    folder: str | os.PathLike,
+    state: dict[str, Any],
+    arch: dict[str, Any],
+    ppo: dict[str, Any],
+    training: dict[str, Any],
+) -> Path:
+    """Write a transfer policy: ``weights.pt`` (``{"policy": state_dict}``, tensors only) and ``meta.json``
+    (format, method, ``arch``, ``ppo`` and the ``training`` record), checked by :class:`TransferMeta`
+    first, so nothing is written that :func:`read_transfer_policy` would refuse.
+
+    Returns:
+        The folder.
+
+    Raises:
+        PlacementGymError: If the metadata breaks :class:`TransferMeta`.
+    """
+    import torch
+
+    folder = Path(folder)
+    meta = {
+        "format": POLICY_FORMAT,
+        "method": TRANSFER_METHOD,
+        "arch": arch,
+        "ppo": ppo,
+        "training": training,
+    }
+    _validate(TransferMeta, json.loads(json.dumps(meta)), folder / "meta.json")
+    text = json.dumps(meta, indent=1, allow_nan=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"policy": {k: v.detach().cpu() for k, v in state.items()}}, folder / "weights.pt")
+    (folder / "meta.json").write_text(text + "\n")
+    return folder
+
+
+__all__ = [
+    "POLICY_FORMAT",
+    "TRANSFER_METHOD",
+    "PolicyFile",
+    "PolicyMeta",
+    "TransferMeta",
+    "TransferPolicyFile",
+    "read_meta",
+    "read_policy",
+    "read_transfer_policy",
+    "write_transfer_policy",
+]

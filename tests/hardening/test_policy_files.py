@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from agents import METHODS, method_class
-from agents.sb3.policy_file import PolicyMeta, read_meta, read_policy
+from agents.sb3.policy_file import TRANSFER_METHOD, PolicyMeta, read_meta, read_policy
 from experiments import cli
 from experiments.place import policy_meta
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import PlacementGymError
 
-SB3_METHODS = [name for name in METHODS if METHODS[name].startswith("agents.sb3.")]
+#: The SB3 learners (pretrained_ppo, also in agents.sb3, writes transfer policies: TransferMeta).
+SB3_METHODS = [n for n in METHODS if METHODS[n].startswith("agents.sb3.") and n != TRANSFER_METHOD]
 
 
 def _env():
