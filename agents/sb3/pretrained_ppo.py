@@ -19,11 +19,11 @@ counts against the budget, fine-tuning included; pretraining does not, and is re
 ``extra["pretraining"]`` (its env steps, evaluations, wall and CPU seconds, cores, command).
 
 Shipped policies (``agents/sb3/pretrained/<name>/``: ``weights.pt`` and ``meta.json``, written and read,
-like any policy folder given as ``policy=PATH``, only through :mod:`agents.sb3.policy_file`): ``all`` (trained on the three zoo training models
-and synthetic graphs), ``no-<model>`` (the same without that model: leave-one-model-out for the suite
-tasks of ``<model>``) where shipped, and ``untrained`` (the initial weights, the control that shows what
-the rollouts find without pretraining). ``policy="auto"`` picks ``no-<model>`` for a zoo training
-model when shipped, else ``all``.
+like any policy folder given as ``policy=PATH``, only through :mod:`agents.sb3.policy_file`): ``all``
+(trained on the three zoo training models and synthetic graphs), ``no-<model>`` (the same without that
+model: leave-one-model-out for the suite tasks of ``<model>``) where shipped, and ``untrained`` (the
+initial weights, the control that shows what the rollouts find without pretraining). ``policy="auto"``
+picks ``no-<model>`` for a zoo training model when shipped, else ``all``.
 
 Example::
 
@@ -107,8 +107,8 @@ class PretrainedPPO(PlacementMethod):
 
     Args:
         policy: A shipped policy name (``"all"``, ``"no-bert"``..., ``"untrained"``), a folder written by
-            :func:`~agents.sb3.policy_file.write_transfer_policy`, or ``"auto"`` (``no-<model>`` for a zoo training model when shipped,
-            else ``all``).
+            :func:`~agents.sb3.policy_file.write_transfer_policy`, or ``"auto"`` (``no-<model>`` for a zoo
+            training model when shipped, else ``all``).
         fine_tune: Evaluations of MaskablePPO training on the target before the rollouts (0: zero-shot).
         episode: Moves per rollout episode (default: the number of groups, at most 64).
         moves: Move kinds of the improvement env (comma-separated, see ``DevicePlacementImproveEnv``);
