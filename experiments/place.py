@@ -34,9 +34,11 @@ def policy_meta(folder: Path) -> dict[str, Any]:
     Raises:
         PlacementGymError: If the folder holds no valid ``meta.json``.
     """
-    from agents.sb3.policy_file import read_meta
+    from agents.sb3.policy_file import TransferMeta, read_meta
 
     meta = read_meta(folder)
+    if isinstance(meta, TransferMeta):
+        raise PlacementGymError(f"{folder} holds a pretrained_ppo policy; place with it by place_pretrained")
     return {
         "method": meta.method,
         "max_nodes": meta.padding("node_mask"),
@@ -87,17 +89,17 @@ def place_pretrained(
 
 
 def _is_pretrained(policy: Path | None) -> bool:
+    """Whether ``policy`` (``None``: the shipped one) is a pretrained transfer policy; its ``meta.json``
+    checked by :func:`agents.sb3.policy_file.read_meta` either way.
+
+    Raises:
+        PlacementGymError: If the folder holds no valid ``meta.json``.
+    """
     if policy is None:
         return True
-    from agents.sb3.policy_file import MAX_META_BYTES
-    from placement_gym.files import parse_json, read_text
+    from agents.sb3.policy_file import TransferMeta, read_meta
 
-    path = Path(policy) / "meta.json"
-    try:  # the bounded reader (placement_gym.files): a policy folder is user input
-        meta = parse_json(read_text(path, "policy file", MAX_META_BYTES), f"policy file {path}")
-    except PlacementGymError:
-        return False  # policy_meta says what is wrong with the folder
-    return isinstance(meta, dict) and meta.get("method") == "pretrained_ppo"
+    return isinstance(read_meta(policy), TransferMeta)
 
 
 def place(

@@ -45,13 +45,14 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.sb3.pretrained_ppo import DEFAULT_ARCH, PPO_KWARGS, save_policy
+from agents.sb3.policy_file import write_transfer_policy
+from agents.sb3.pretrained_ppo import DEFAULT_ARCH, PPO_KWARGS
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementImproveEnv
-from placement_gym.moves import move_sets
 from placement_gym.errors import ConfigError
+from placement_gym.moves import move_sets
 from placement_gym.platforms import load_platform
 from placement_gym.problem import PlacementProblem
 from placement_gym.synthetic import (
@@ -236,7 +237,11 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
     if args.ship:
-        save_policy(args.ship, state["policy"], {**progress, "command": training_command(progress, out)})
+        training = {k: v for k, v in progress.items() if k != "load_1min"}
+        loads = progress["load_1min"]
+        training["load_1min_mean"] = round(float(np.mean(loads)), 2) if loads else None
+        training["command"] = training_command(progress, out)
+        write_transfer_policy(args.ship, state["policy"], DEFAULT_ARCH, PPO_KWARGS, training)
         print(f"wrote {args.ship}")
 
 

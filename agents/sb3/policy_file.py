@@ -1,4 +1,7 @@
-"""The one reader of a saved policy folder (``meta.json`` + ``weights.pt``, written by ``SB3Method.save``).
+"""The one reader of a saved policy folder (``meta.json`` + ``weights.pt``), of both kinds the project writes:
+an SB3 learner's (``SB3Method.save``, :class:`PolicyMeta`) and a pretrained device-free policy's
+(:func:`write_transfer_policy`, :class:`TransferMeta`; :mod:`agents.sb3.pretrained_ppo`). ``meta.json``'s
+``method`` says which: ``"pretrained_ppo"`` is a transfer policy, anything else an SB3 learner's.
 
 Everything in the folder is checked before any of it reaches Stable-Baselines3 or torch builds a model:
 
@@ -13,290 +16,91 @@ Everything in the folder is checked before any of it reaches Stable-Baselines3 o
   within bounds: widths at most :data:`MAX_WIDTH`, step counts at most :data:`MAX_STEPS`, and the rollout
   buffer they imply at most :data:`MAX_BUFFER_FLOATS` floats (one file asked for a 4 TB allocation).
   Space shapes are bounded too (at most :data:`MAX_OBSERVATION_FLOATS` floats per observation, at most
-  ``MAX_DEVICES`` devices per group).
-* ``weights.pt`` (at most :data:`MAX_WEIGHTS_BYTES`) is read with ``torch.load(weights_only=True)`` (no
-  code runs) and must hold only tensors, at most :data:`MAX_WEIGHT_ELEMENTS` in all. Policy weights must
-  be finite: NaN or inf weights (which loaded silently and placed every group on device 0) are refused.
-  The observation bounds must match the recorded spaces' shapes and hold no NaN.
+  ``MAX_DEVICES`` devices per group). A transfer policy's ``meta.json`` holds its architecture (``arch``:
+  widths and layers within the same bounds, at most :data:`MAX_WEIGHT_ELEMENTS` parameters), its PPO
+  hyperparameters (``ppo``: only MaskablePPO's, within :data:`FLOAT_BOUNDS`) and the record of its
+  pretraining (``training``: counts, times, names and its command, each bounded).
+* ``weights.pt`` (a regular file, not a link, at most :data:`MAX_WEIGHTS_BYTES`) is read with
+  ``torch.load(weights_only=True)`` (no code runs) and must hold only tensors, at most
+  :data:`MAX_WEIGHT_ELEMENTS` in all. Policy weights must be finite: NaN or inf weights (which loaded
+  silently and placed every group on device 0) are refused.
+  The observation bounds (SB3 policies) must match the recorded spaces' shapes and hold no NaN.
 
-Every refusal is a :class:`~placement_gym.errors.PlacementGymError` naming the folder and the field.
+Every refusal is a :class:`~placement_gym.errors.PlacementGymError` naming the folder and the field. The
+schemas and bounds are in :mod:`agents.sb3.policy_schema`.
 """
 
 from __future__ import annotations
 
-import inspect
-import math
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
+from agents.sb3.policy_schema import (
+    DENIED,
+    MAX_META_BYTES,
+    MAX_WEIGHT_ELEMENTS,
+    MAX_WEIGHTS_BYTES,
+    POLICY_FORMAT,
+    TRANSFER_METHOD,
+    PolicyMeta,
+    TransferMeta,
+)
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError, quote
 from placement_gym.files import parse_json, read_text
-from placement_gym.platforms.bounds import MAX_DEVICES
-
-#: Version of the folder layout ``SB3Method.save`` writes.
-POLICY_FORMAT = 1
-MAX_META_BYTES = 64 * 2**10
-MAX_WEIGHTS_BYTES = 256 * 2**20
-#: Most numbers all tensors of ``weights.pt`` may hold together (1 GiB of float32).
-MAX_WEIGHT_ELEMENTS = 2**28
-#: Widest layer (``hidden``, ``head``, ``net_arch`` entries): a 4096 x 4096 float32 matrix is 64 MiB.
-MAX_WIDTH = 4096
-MAX_LAYERS = 64
-#: Longest rollout and largest batch, steps; epochs per update.
-MAX_STEPS = 2**16
-MAX_EPOCHS = 1000
-#: Most floats one padded observation may have, and a rollout buffer (``n_steps`` observations).
-MAX_OBSERVATION_FLOATS = 2**24
-MAX_BUFFER_FLOATS = 2**28
-#: Most groups (entries of a ``MultiDiscrete`` action) and choices of a ``Discrete`` one.
-MAX_GROUPS = 2**16
-MAX_CHOICES = 2**24
-#: Any other number in ``kwargs`` (a learning rate, a coefficient, a clip range).
-MAX_MAGNITUDE = 1e6
-#: Algorithm and policy parameters a saved file may not set: they write files, pick a device, processes,
-#: seeds or verbosity of the run that loads it, or are classes (which JSON cannot carry anyway).
-DENIED = frozenset(
-    {
-        "tensorboard_log", "device", "verbose", "seed", "env", "policy", "_init_setup_model", "n_envs",
-        "budget", "fine_tune", "threads", "rollout_buffer_class", "rollout_buffer_kwargs", "replay_buffer_class",
-        "replay_buffer_kwargs", "activation_fn", "features_extractor_class", "optimizer_class",
-        "observation_space", "action_space", "lr_schedule", "self",
-    }
-)  # fmt: skip
-#: Bounds of size-like arguments, wherever they appear in ``kwargs`` (also nested, as in ``net_arch``).
-SIZE_BOUNDS: dict[str, tuple[int, int]] = {
-    "hidden": (1, MAX_WIDTH),
-    "head": (1, MAX_WIDTH),
-    "net_arch": (1, MAX_WIDTH),
-    "pi": (1, MAX_WIDTH),
-    "vf": (1, MAX_WIDTH),
-    "layers": (1, MAX_LAYERS),
-    "n_steps": (1, MAX_STEPS),
-    "batch_size": (1, MAX_STEPS),
-    "n_epochs": (1, MAX_EPOCHS),
-}
-#: Ranges of the hyperparameters with a meaning outside which training is undefined (ends inclusive).
-FLOAT_BOUNDS: dict[str, tuple[float, float]] = {
-    "learning_rate": (1e-12, 10.0),
-    "gamma": (0.0, 1.0),
-    "gae_lambda": (0.0, 1.0),
-    "clip_range": (1e-6, 10.0),
-    "ent_coef": (0.0, 100.0),
-    "vf_coef": (0.0, 100.0),
-    "max_grad_norm": (1e-6, MAX_MAGNITUDE),
-    "target_kl": (1e-9, MAX_MAGNITUDE),
-}
-_DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
-_Name = Annotated[str, Field(min_length=1, max_length=64)]
 
 
-class SpaceSpec(BaseModel):
-    """One Box of the observation space: its shape and dtype."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    shape: list[Annotated[int, Field(ge=1, le=MAX_OBSERVATION_FLOATS)]] = Field(min_length=1, max_length=4)
-    dtype: Literal[_DTYPES]  # type: ignore[valid-type]
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-class ActionSpec(BaseModel):
-    """The action space: a ``MultiDiscrete`` as its list (devices per group), or a ``Discrete(n)`` as the
-    number ``n`` (one choice among at most :data:`MAX_CHOICES`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    nvec: (
-        Annotated[int, Field(ge=1, le=MAX_CHOICES)]
-        | Annotated[
-            list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(min_length=1, max_length=MAX_GROUPS)
-        ]
-    )
-
-
-class PolicyMeta(BaseModel):
-    """What ``meta.json`` may hold (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    format: Literal[POLICY_FORMAT]  # type: ignore[valid-type]
-    method: _Name
-    algorithm: _Name
-    kwargs: dict[_Name, Any] = Field(max_length=64)
-    observation_space: dict[_Name, SpaceSpec] = Field(min_length=1, max_length=32)
-    action_space: ActionSpec
-    versions: dict[_Name, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict, max_length=32)
-
-    @model_validator(mode="after")
-    def _check(self) -> PolicyMeta:
-        cls = sb3_method_class(self.method)
-        if self.algorithm != cls.algo_class.__name__:
-            raise ValueError(
-                f"algorithm {self.algorithm!r} is not {self.method}'s ({cls.algo_class.__name__})"
-            )
-        allowed = allowed_kwargs(cls)
-        for key, value in self.kwargs.items():
-            if key in DENIED or key not in allowed:
-                why = (
-                    "may not be set by a policy file"
-                    if key in DENIED
-                    else "is not an argument of " + self.method
-                )
-                raise ValueError(f"kwargs.{key} {why}")
-            if key == "policy_kwargs":
-                if not isinstance(value, dict):
-                    raise ValueError("kwargs.policy_kwargs must be a mapping")
-                policy_allowed = allowed_policy_kwargs(cls)
-                for name in value:
-                    if name in DENIED or name not in policy_allowed:
-                        raise ValueError(
-                            f"kwargs.policy_kwargs.{str(name)[:64]} is not an argument of its policy"
-                        )
-            _check_value(value, f"kwargs.{key}", key)
-        obs = sum(spec.size for spec in self.observation_space.values())
-        if obs > MAX_OBSERVATION_FLOATS:
-            raise ValueError(f"observation_space has {obs} numbers; at most {MAX_OBSERVATION_FLOATS}")
-        steps = self.kwargs.get("n_steps", 1)
-        if isinstance(steps, int) and steps * obs > MAX_BUFFER_FLOATS:
-            raise ValueError(
-                f"a rollout of n_steps={steps} observations of {obs} numbers needs {steps * obs * 4 / 2**30:.0f} GiB; "
-                f"at most {MAX_BUFFER_FLOATS * 4 / 2**30:.0f} GiB"
-            )
-        return self
-
-    def padding(self, key: str, axis: int = 0) -> int:
-        """``observation_space[key].shape[axis]`` (for example the padded node count of ``node_mask``).
-
-        Raises:
-            PlacementGymError: If the policy has no such space or axis.
-        """
-        spec = self.observation_space.get(key)
-        if spec is None or len(spec.shape) <= axis:
-            raise PlacementGymError(f"the policy's observation has no {key!r} of rank > {axis}")
-        return spec.shape[axis]
-
-
-def sb3_method_class(name: str) -> type:
-    """The registered SB3 learner class called ``name``.
-
-    Raises:
-        ValueError: If ``name`` is not registered or is not an SB3 learner.
-    """
-    from agents import METHODS, method_class
-
-    if name not in METHODS:
-        raise ValueError(f"method {quote(name)} is not registered (known: {', '.join(sorted(METHODS))})")
-    cls = method_class(name)
-    if not (isinstance(cls, type) and _is_sb3(cls) and hasattr(cls, "policy")):
-        raise ValueError(f"method {name!r} is not a Stable-Baselines3 learner")
-    return cls
-
-
-def _is_sb3(cls: type) -> bool:
-    """Whether ``cls`` is an SB3 learner class (it names the Stable-Baselines3 algorithm it trains)."""
-    from stable_baselines3.common.base_class import BaseAlgorithm
-
-    algo = getattr(cls, "algo_class", None)
-    return isinstance(algo, type) and issubclass(algo, BaseAlgorithm)
-
-
-def _parameters(*callables: Any) -> set[str]:
-    names: set[str] = set()
-    for fn in callables:
-        for param in inspect.signature(fn).parameters.values():
-            if param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-                names.add(param.name)
-    return names
-
-
-def allowed_kwargs(cls: type) -> set[str]:
-    """The keyword arguments a saved policy of ``cls`` may record: the constructor parameters of the
-    method's classes and of its algorithm (``DENIED`` ones are refused separately)."""
-    inits = [k.__init__ for k in cls.__mro__ if _is_sb3(k) and "__init__" in vars(k)]
-    return _parameters(*inits, cls.algo_class.__init__) | {"policy_kwargs"}
-
-
-def allowed_policy_kwargs(cls: type) -> set[str]:
-    """The parameters of ``cls``'s policy class (over its bases: subclasses pass ``**kwargs`` on)."""
-    policy, _ = cls().policy()
-    if isinstance(policy, str):
-        policy = cls.algo_class.policy_aliases[policy]
-    return _parameters(*(k.__init__ for k in policy.__mro__ if k is not object and "__init__" in vars(k)))
-
-
-def _check_value(value: Any, where: str, context: str, depth: int = 0) -> None:
-    """A bounded JSON value: finite numbers within the bounds of ``context`` (the nearest size key)."""
-    if depth > 4:
-        raise ValueError(f"{where} nests too deeply")
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, str):
-        if len(value) > 64:
-            raise ValueError(f"{where} is a string of {len(value)} characters; at most 64")
-        return
-    if isinstance(value, (int, float)):
-        low, high = SIZE_BOUNDS.get(context) or FLOAT_BOUNDS.get(context) or (-MAX_MAGNITUDE, MAX_MAGNITUDE)
-        if context in SIZE_BOUNDS and not isinstance(value, int):
-            raise ValueError(f"{where} = {quote(value)} must be a whole number in [{low}, {high}]")
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ValueError(f"{where} = {quote(value)} is outside [{low:g}, {high:g}]")
-        return
-    if isinstance(value, list):
-        if len(value) > MAX_LAYERS:
-            raise ValueError(f"{where} has {len(value)} entries; at most {MAX_LAYERS}")
-        for i, item in enumerate(value):
-            _check_value(item, f"{where}[{i}]", context, depth + 1)
-        return
-    if isinstance(value, dict):
-        if len(value) > 32:
-            raise ValueError(f"{where} has {len(value)} keys; at most 32")
-        for key, item in value.items():
-            key = str(key)[:64]
-            _check_value(
-                item,
-                f"{where}.{key}",
-                key if key in SIZE_BOUNDS or key in FLOAT_BOUNDS else context,
-                depth + 1,
-            )
-        return
-    raise ValueError(f"{where} has a value of type {type(value).__name__}")
-
-
-def read_meta(folder: str | os.PathLike) -> PolicyMeta:
-    """The checked ``meta.json`` of a saved policy folder.
-
-    Raises:
-        PlacementGymError: If it is missing, too large, not JSON, or breaks :class:`PolicyMeta`.
-    """
-    folder = Path(folder)
+def _meta_json(folder: Path) -> dict[str, Any]:
+    """The parsed ``meta.json`` of ``folder``: a small JSON object in a regular file (not a link)."""
     path = folder / "meta.json"
+    if path.is_symlink():
+        raise PlacementGymError(
+            f"{path} is a symbolic link, not a regular file (a saved policy's files may not be links)"
+        )
     try:
         data = parse_json(read_text(path, "policy file", MAX_META_BYTES), f"policy file {path}")
     except ConfigError as exc:
         raise PlacementGymError(f"{folder} is not a readable saved policy: {exc}") from None
     if not isinstance(data, dict):
         raise PlacementGymError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _validate(schema: type[BaseModel], data: dict[str, Any], path: Path) -> Any:
+    """``data`` checked by ``schema``; its first problems (field and reason) in one line otherwise."""
     try:
-        return PolicyMeta.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         problems = []
         for err in exc.errors()[:5]:
             where = ".".join(str(p)[:64] for p in err["loc"]) or "meta.json"
             if err["type"] == "extra_forbidden":
-                problems.append(f"{where}: not a field of a saved policy")
+                last = str(err["loc"][-1]) if err["loc"] else ""
+                why = "may not be set by a policy file" if last in DENIED else "not a field of a saved policy"
+                problems.append(f"{where}: {why}")
             else:
                 problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
         raise PlacementGymError(f"{path} is not a valid saved policy: " + "; ".join(problems)) from None
     except UnknownNameError as exc:
         raise PlacementGymError(f"{path}: {exc}") from None
+
+
+def read_meta(folder: str | os.PathLike) -> PolicyMeta | TransferMeta:
+    """The checked ``meta.json`` of a saved policy folder: a :class:`TransferMeta` when its ``method`` is
+    :data:`TRANSFER_METHOD`, else a :class:`PolicyMeta`.
+
+    Raises:
+        PlacementGymError: If it is missing, a link, too large, not JSON, or breaks its schema.
+    """
+    folder = Path(folder)
+    data = _meta_json(folder)
+    schema = TransferMeta if data.get("method") == TRANSFER_METHOD else PolicyMeta
+    return _validate(schema, data, folder / "meta.json")
 
 
 @dataclass(frozen=True)
@@ -308,29 +112,33 @@ class PolicyFile:
     bounds: dict[str, Any]
 
 
-def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
-    """Read and check a saved policy folder (see the module docstring).
+@dataclass(frozen=True)
+class TransferPolicyFile:
+    """A checked transfer policy: its metadata and the policy's ``state_dict``."""
 
-    Raises:
-        PlacementGymError: For anything :func:`read_meta` refuses, a missing, oversized or unreadable
-            ``weights.pt``, content other than tensors, too many numbers, non-finite policy weights, or
-            observation bounds that do not fit the recorded spaces.
-    """
+    meta: TransferMeta
+    policy_state: dict[str, Any]
+
+
+def _read_weights(folder: Path, parts: tuple[str, ...], device: str) -> dict[str, dict[str, Any]]:
+    """``weights.pt`` of ``folder``: exactly ``parts``, each a mapping of names to tensors, bounded in size,
+    finite in ``"policy"`` and without NaN elsewhere."""
     import torch
 
-    folder = Path(folder)
-    meta = read_meta(folder)
     path = folder / "weights.pt"
     try:
-        st = path.stat()
+        st = path.lstat()
     except OSError as exc:
         raise PlacementGymError(f"cannot read {path}: {exc.strerror or exc}") from None
-    size = st.st_size
+    if stat.S_ISLNK(st.st_mode):
+        raise PlacementGymError(
+            f"{path} is a symbolic link, not a regular file (a saved policy's files may not be links)"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise PlacementGymError(f"{path} is not a regular file")
-    if size > MAX_WEIGHTS_BYTES:
+    if st.st_size > MAX_WEIGHTS_BYTES:
         raise PlacementGymError(
-            f"{path} has {size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
+            f"{path} has {st.st_size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
         )
     try:
         weights = torch.load(path, map_location=device, weights_only=True)
@@ -338,11 +146,11 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
         raise PlacementGymError(
             f"{folder} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
         ) from exc
-    if not isinstance(weights, dict) or set(weights) != {"policy", "bounds"}:
-        raise PlacementGymError(f"{path} must hold exactly 'policy' and 'bounds'")
-    state, bounds = weights["policy"], weights["bounds"]
+    if not isinstance(weights, dict) or set(weights) != set(parts):
+        raise PlacementGymError(f"{path} must hold exactly {' and '.join(repr(p) for p in parts)}")
     total = 0
-    for part, tensors in (("policy", state), ("bounds", bounds)):
+    for part in parts:
+        tensors = weights[part]
         if not isinstance(tensors, dict) or not all(
             isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in tensors.items()
         ):
@@ -359,13 +167,98 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
                         f"{path}: {part} tensor {name[:64]!r} has {int(bad.sum())} {kind} values of "
                         f"{tensor.numel()}; the policy is damaged (retrain or restore it)"
                     )
+    return weights
+
+
+def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
+    """Read and check an SB3 learner's saved policy folder (see the module docstring).
+
+    Raises:
+        PlacementGymError: For anything :func:`read_meta` refuses, a transfer policy's folder, a missing,
+            linked, oversized or unreadable ``weights.pt``, content other than tensors, too many numbers,
+            non-finite policy weights, or observation bounds that do not fit the recorded spaces.
+    """
+    folder = Path(folder)
+    meta = read_meta(folder)
+    if isinstance(meta, TransferMeta):
+        raise PlacementGymError(
+            f"{folder} holds a {TRANSFER_METHOD} policy, not an SB3 learner's; "
+            f"use {TRANSFER_METHOD}:policy={folder}"
+        )
+    weights = _read_weights(folder, ("policy", "bounds"), device)
+    bounds = weights["bounds"]
     expected = {
         f"{k}.{end}": tuple(s.shape) for k, s in meta.observation_space.items() for end in ("low", "high")
     }
     found = {k: tuple(t.shape) for k, t in bounds.items()}
     if found != expected:
-        raise PlacementGymError(f"{path}: the observation bounds do not fit meta.json's observation_space")
-    return PolicyFile(meta, state, bounds)
+        raise PlacementGymError(
+            f"{folder / 'weights.pt'}: the observation bounds do not fit meta.json's observation_space"
+        )
+    return PolicyFile(meta, weights["policy"], bounds)
 
 
-__all__ = ["POLICY_FORMAT", "PolicyFile", "PolicyMeta", "read_meta", "read_policy"]
+def read_transfer_policy(folder: str | os.PathLike, device: str = "cpu") -> TransferPolicyFile:
+    """Read and check a transfer policy's folder (written by :func:`write_transfer_policy`).
+
+    Raises:
+        PlacementGymError: For a folder of another method, anything :func:`read_meta` refuses, and the
+            checks of ``weights.pt`` of :func:`read_policy` (a ``"policy"`` mapping only, no bounds).
+    """
+    folder = Path(folder)
+    data = _meta_json(folder)
+    if data.get("method") != TRANSFER_METHOD:
+        raise PlacementGymError(
+            f"{folder} holds a {quote(data.get('method'))} policy, not a {TRANSFER_METHOD} one"
+        )
+    meta = _validate(TransferMeta, data, folder / "meta.json")
+    return TransferPolicyFile(meta, _read_weights(folder, ("policy",), device)["policy"])
+
+
+def write_transfer_policy(
+    folder: str | os.PathLike,
+    state: dict[str, Any],
+    arch: dict[str, Any],
+    ppo: dict[str, Any],
+    training: dict[str, Any],
+) -> Path:
+    """Write a transfer policy: ``weights.pt`` (``{"policy": state_dict}``, tensors only) and ``meta.json``
+    (format, method, ``arch``, ``ppo`` and the ``training`` record), checked by :class:`TransferMeta`
+    first, so nothing is written that :func:`read_transfer_policy` would refuse.
+
+    Returns:
+        The folder.
+
+    Raises:
+        PlacementGymError: If the metadata breaks :class:`TransferMeta`.
+    """
+    import torch
+
+    folder = Path(folder)
+    meta = {
+        "format": POLICY_FORMAT,
+        "method": TRANSFER_METHOD,
+        "arch": arch,
+        "ppo": ppo,
+        "training": training,
+    }
+    _validate(TransferMeta, json.loads(json.dumps(meta)), folder / "meta.json")
+    text = json.dumps(meta, indent=1, allow_nan=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"policy": {k: v.detach().cpu() for k, v in state.items()}}, folder / "weights.pt")
+    (folder / "meta.json").write_text(text + "\n")
+    return folder
+
+
+__all__ = [
+    "POLICY_FORMAT",
+    "TRANSFER_METHOD",
+    "PolicyFile",
+    "PolicyMeta",
+    "TransferMeta",
+    "TransferPolicyFile",
+    "read_meta",
+    "read_policy",
+    "read_transfer_policy",
+    "write_transfer_policy",
+]

@@ -18,12 +18,12 @@ device:
 counts against the budget, fine-tuning included; pretraining does not, and is reported in the result's
 ``extra["pretraining"]`` (its env steps, evaluations, wall and CPU seconds, cores, command).
 
-Shipped policies (``agents/sb3/pretrained/<name>/``: ``weights.pt``, tensors only, read with
-``torch.load(weights_only=True)``, and ``meta.json``): ``all`` (trained on the three zoo training models
-and synthetic graphs), ``no-<model>`` (the same without that model: leave-one-model-out for the suite
-tasks of ``<model>``) where shipped, and ``untrained`` (the initial weights, the control that shows what
-the rollouts find without pretraining). ``policy="auto"`` picks ``no-<model>`` for a zoo training
-model when shipped, else ``all``.
+Shipped policies (``agents/sb3/pretrained/<name>/``: ``weights.pt`` and ``meta.json``, written and read,
+like any policy folder given as ``policy=PATH``, only through :mod:`agents.sb3.policy_file`): ``all``
+(trained on the three zoo training models and synthetic graphs), ``no-<model>`` (the same without that
+model: leave-one-model-out for the suite tasks of ``<model>``) where shipped, and ``untrained`` (the
+initial weights, the control that shows what the rollouts find without pretraining). ``policy="auto"``
+picks ``no-<model>`` for a zoo training model when shipped, else ``all``.
 
 Example::
 
@@ -33,9 +33,7 @@ Example::
 
 from __future__ import annotations
 
-import json
 import math
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +46,12 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.sb3.policy_file import MAX_META_BYTES, MAX_WEIGHT_ELEMENTS, MAX_WEIGHTS_BYTES
+from agents.sb3.policy_file import read_transfer_policy
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS
 from placement_gym.envs import DevicePlacementImproveEnv
 from placement_gym.envs.observation import one_hot
 from placement_gym.errors import PlacementGymError, UnknownNameError
-from placement_gym.files import parse_json, read_text
 
 #: Folder of the shipped policies.
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
@@ -69,61 +66,8 @@ PPO_KWARGS: dict[str, Any] = {
     "gae_lambda": 0.9,
     "ent_coef": 0.01,
 }
-_FORMAT = 1
 SEARCHES = ("rank", "sample")
 _COST_KEYS = ("env_steps", "evaluations", "wall_s", "cpu_s", "cores", "load_1min", "models", "command")
-
-
-def save_policy(path: str | Path, state: dict[str, torch.Tensor], training: dict[str, Any]) -> Path:
-    """Write a pretrained policy: ``weights.pt`` (the ``state_dict``, tensors only) and ``meta.json``
-    (format, architecture, PPO settings, and ``training``: its command and cost).
-
-    Returns:
-        The folder.
-    """
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    torch.save({"policy": {k: v.detach().cpu() for k, v in state.items()}}, path / "weights.pt")
-    meta = {"format": _FORMAT, "method": "pretrained_ppo", "arch": DEFAULT_ARCH, "ppo": PPO_KWARGS}
-    meta["training"] = {k: v for k, v in training.items() if k != "load_1min"}
-    loads = training.get("load_1min") or []
-    meta["training"]["load_1min_mean"] = round(float(np.mean(loads)), 2) if loads else None
-    (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return path
-
-
-def load_policy(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read a policy written by :func:`save_policy`; nothing is unpickled.
-
-    Raises:
-        PlacementGymError: If the folder is not a readable pretrained policy.
-    """
-    path = Path(path)
-    weights = path / "weights.pt"
-    try:  # user input: meta.json through the bounded reader, weights.pt bounded (as agents.sb3.policy_file)
-        meta = parse_json(read_text(path / "meta.json", "policy file", MAX_META_BYTES), f"policy file {path}")
-        st = weights.stat()
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_WEIGHTS_BYTES:
-            raise ValueError(f"{weights} must be a regular file of at most {MAX_WEIGHTS_BYTES} bytes")
-        state = torch.load(weights, map_location="cpu", weights_only=True)["policy"]
-        fmt = meta["format"]
-    except Exception as exc:  # refused unpickling, missing file or key, bad JSON: all a bad folder
-        text = " ".join(str(exc).split())[:300]
-        raise PlacementGymError(f"{path} is not a readable pretrained policy: {text}") from exc
-    if not isinstance(state, dict) or not all(
-        isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in state.items()
-    ):
-        raise PlacementGymError(f"{weights}: 'policy' must map names to tensors")
-    if sum(t.numel() for t in state.values()) > MAX_WEIGHT_ELEMENTS:
-        raise PlacementGymError(f"{weights} holds more than {MAX_WEIGHT_ELEMENTS} numbers")
-    for name, tensor in state.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise PlacementGymError(f"{weights}: tensor {name[:64]!r} has NaN or infinite values; the policy is damaged")
-    if fmt != _FORMAT or meta.get("method") != "pretrained_ppo":
-        raise PlacementGymError(
-            f"{path} holds a {meta.get('method')!r} policy in format {fmt!r}, not a pretrained_ppo one"
-        )
-    return state, meta
 
 
 def shipped_policies() -> list[str]:
@@ -163,8 +107,8 @@ class PretrainedPPO(PlacementMethod):
 
     Args:
         policy: A shipped policy name (``"all"``, ``"no-bert"``..., ``"untrained"``), a folder written by
-            :func:`save_policy`, or ``"auto"`` (``no-<model>`` for a zoo training model when shipped,
-            else ``all``).
+            :func:`~agents.sb3.policy_file.write_transfer_policy`, or ``"auto"`` (``no-<model>`` for a zoo
+            training model when shipped, else ``all``).
         fine_tune: Evaluations of MaskablePPO training on the target before the rollouts (0: zero-shot).
         episode: Moves per rollout episode (default: the number of groups, at most 64).
         moves: Move kinds of the improvement env (comma-separated, see ``DevicePlacementImproveEnv``);
@@ -205,23 +149,24 @@ class PretrainedPPO(PlacementMethod):
                 f"budget={tracker.budget} must exceed fine_tune={self.fine_tune} and leave 2 evaluations"
             )
         path = resolve_policy(self.policy, problem.benchmark.name)
-        state, meta = load_policy(path)
+        saved = read_transfer_policy(path)  # checked: fields, bounds, finite weights (policy_file.py)
+        meta = saved.meta
         steps = self.episode or min(problem.num_groups, 64)
-        moves = self.moves or meta.get("training", {}).get("moves", "single")
+        moves = self.moves or meta.training.moves or "single"
         improve = DevicePlacementImproveEnv(problem=problem, start="heft", moves=moves, max_steps=steps)
         model = MaskablePPO(
             PairScoringPolicy,
             DummyVecEnv([lambda: Monitor(improve)]),
             n_steps=max(min(self.fine_tune, 256), 1),
             policy_kwargs={
-                "features_extractor_kwargs": meta["arch"]["extractor"],
-                "net_arch": meta["arch"]["head"],
+                "features_extractor_kwargs": meta.arch.extractor.model_dump(),
+                "net_arch": list(meta.arch.head),
             },
             seed=seed,
             device="cpu",
-            **{**meta["ppo"], "batch_size": min(meta["ppo"]["batch_size"], max(self.fine_tune, 1))},
+            **{**meta.ppo.kwargs(), "batch_size": min(meta.ppo.batch_size, max(self.fine_tune, 1))},
         )
-        transfer_weights(state, model.policy)
+        transfer_weights(saved.policy_state, model.policy)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
@@ -234,7 +179,7 @@ class PretrainedPPO(PlacementMethod):
                 self._rollouts(improve, model, tracker, seed)
         finally:
             torch.set_num_threads(threads)
-        training = meta.get("training", {})
+        training = meta.training.model_dump(exclude_unset=True)
         return {
             "policy": path.name,
             "pretraining": {k: training[k] for k in (*_COST_KEYS, "load_1min_mean") if k in training},

@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from agents import make_method
+from agents.sb3.policy_file import read_transfer_policy, write_transfer_policy
 from agents.sb3.pretrained_ppo import (
+    DEFAULT_ARCH,
+    PPO_KWARGS,
     PRETRAINED_DIR,
-    load_policy,
     resolve_policy,
-    save_policy,
     shipped_policies,
 )
 from experiments import cli
@@ -27,19 +28,23 @@ COST = {"env_steps": 0, "evaluations": 0, "wall_s": 0.0, "cpu_s": 0.0, "cores": 
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory):
     """The shipped control's weights (the untrained policy) re-saved in a temporary folder."""
-    state, meta = load_policy(PRETRAINED_DIR / "untrained")
-    return save_policy(tmp_path_factory.mktemp("policy") / "p", state, COST)
+    state = read_transfer_policy(PRETRAINED_DIR / "untrained").policy_state
+    return write_transfer_policy(
+        tmp_path_factory.mktemp("policy") / "p", state, DEFAULT_ARCH, PPO_KWARGS, COST
+    )
 
 
 def test_shipped_policies_load_and_auto_keeps_each_model_out():
     assert {"all", "untrained"} <= set(shipped_policies())
     for name in shipped_policies():
-        state, meta = load_policy(PRETRAINED_DIR / name)
-        assert state and meta["training"]["command"].startswith("python -m experiments.pretrain_sb3")
+        saved = read_transfer_policy(PRETRAINED_DIR / name)
+        assert saved.policy_state and saved.meta.training.command.startswith(
+            "python -m experiments.pretrain_sb3"
+        )
     for model in ("bert", "resnet50", "inception_v3"):
         path = resolve_policy("auto", model)
         if path.name != "all":  # a leave-one-out policy never saw the task's model
-            assert path.name == f"no-{model}" and model not in load_policy(path)[1]["training"]["models"]
+            assert path.name == f"no-{model}" and model not in read_transfer_policy(path).meta.training.models
     assert resolve_policy("auto", "vit_b16").name == "all"
     with pytest.raises(UnknownNameError, match="untrained"):
         resolve_policy("nope", "bert")
@@ -51,11 +56,11 @@ def test_load_refuses_a_pickle_and_a_damaged_folder(tmp_path, policy_dir):
     (bad / "meta.json").write_text((policy_dir / "meta.json").read_text())
     (bad / "weights.pt").write_bytes(pickle.dumps({"policy": object()}))
     with pytest.raises(PlacementGymError, match="not a readable"):
-        load_policy(bad)
+        read_transfer_policy(bad)
     torch.save({"policy": {}}, bad / "weights.pt")
     (bad / "meta.json").write_text(json.dumps({"format": 1, "method": "ppo_gnn"}))
     with pytest.raises(PlacementGymError, match="pretrained_ppo"):
-        load_policy(bad)
+        read_transfer_policy(bad)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +121,7 @@ def test_load_refuses_non_finite_weights_and_an_oversized_meta(tmp_path, policy_
     (bad / "meta.json").write_text((policy_dir / "meta.json").read_text())
     torch.save({"policy": {"w": torch.tensor([1.0, float("nan")])}}, bad / "weights.pt")
     with pytest.raises(PlacementGymError, match="NaN or infinite"):
-        load_policy(bad)
+        read_transfer_policy(bad)
     (bad / "meta.json").write_text(" " * (1 << 20))
     with pytest.raises(PlacementGymError, match="larger than"):
-        load_policy(bad)
+        read_transfer_policy(bad)
