@@ -389,7 +389,23 @@ class PlacementProblem:
             PlacementError: For a malformed placement (never for a merely bad one: that is infeasible).
             BudgetExhaustedError: If the placement is new and the run's budget is spent.
         """
-        return self._evaluate_distinct(self.validate(placement)[None, :])[0]
+        valid = self.validate(placement)
+        key = valid.tobytes()
+        known = self._memo.get(key)
+        if known is not None:  # a repeat in this run: free
+            self._memo.move_to_end(key)
+            self.memo_hits += 1
+            return known
+        if self._guards and self._guards[-1] is not None:
+            self._guards[-1](1)
+        result = self.backend.evaluate(valid)  # the one-placement path of a backend is its fastest
+        evaluation = Evaluation(result, self._reward(result))
+        if self.memo_size > 0:
+            self._memo[key] = evaluation
+            if len(self._memo) > self.memo_size:
+                self._memo.popitem(last=False)
+        self._count(valid, evaluation)
+        return evaluation
 
     def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
         """Evaluate a ``(B, G)`` batch in one backend call (parallel on pooled backends).
