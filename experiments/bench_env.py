@@ -6,6 +6,7 @@ printed with them):
 
     taskset -c 0 python -m experiments.bench_env [--models bert] [--steps 20000]
     taskset -c 0 python -m experiments.bench_env --breakdown DevicePlacementSim-bert-v1  # each layer's time
+    taskset -c 0 python -m experiments.bench_env --sustained DevicePlacementSim-bert-v1 --steps 100000
 
 For each model, on the one-shot IDs (``DevicePlacementSim-<model>-v1`` and the suite's
 ``DevicePlacement-<model>-<platform>-sim-v0``): the simulator alone (``Schedule.run`` on the same
@@ -88,16 +89,22 @@ def breakdown(env_id: str, steps: int) -> dict[str, float]:
     problem, backend = env.problem, env.problem.backend
     evaluation = problem.evaluate(placements[0])
 
+    def forget() -> None:
+        """Every repeat evaluates for real: clear the backend's cache and start a new run (an empty memo)."""
+        backend.clear_cache()
+        problem.end_run()
+        problem.start_run()
+
     def fresh(fn):
         def run() -> None:
-            backend.clear_cache()
+            forget()
             for p in placements:
                 fn(p)
 
         return run
 
     def episodes() -> None:
-        backend.clear_cache()
+        forget()
         for p in placements:
             env.reset()
             env.step(p)
@@ -117,6 +124,29 @@ def breakdown(env_id: str, steps: int) -> dict[str, float]:
     return out
 
 
+def sustained(env_id: str, steps: int) -> dict[str, float]:
+    """Mean one-shot ``reset`` + ``step`` per CPU second over ONE run of ``steps`` fresh random placements,
+    with the problem's memo (its default size) and without it (``memo_size = 0``): the medians of
+    :func:`bench_oneshot` hide the garbage collector's walks of a filling memo; this does not."""
+    out = {}
+    for label, memo in (("with memo", None), ("no memo", 0)):
+        env = gym.make(env_id).unwrapped
+        env.reset(seed=0)
+        if memo is not None:
+            env.problem.memo_size = memo
+        actions = np.random.default_rng(0).integers(0, env.num_devices, size=(steps, env.num_groups))
+        env.step(actions[0])
+
+        def episodes() -> None:
+            for a in actions:
+                env.reset()
+                env.step(a)
+
+        out[label] = _rate(episodes, steps, 1)
+        env.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["bert"])
@@ -125,7 +155,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--breakdown", default=None, metavar="ENV_ID", help="time each layer of a one-shot step"
     )
+    parser.add_argument(
+        "--sustained", default=None, metavar="ENV_ID", help="mean rate over one long run, memo on and off"
+    )
     args = parser.parse_args(argv)
+    if args.sustained is not None:
+        load = os.getloadavg()[0]
+        for label, rate in sustained(args.sustained, args.steps).items():
+            print(f"{args.sustained} {label}: {rate:,.0f} reset+step/s over one run of {args.steps:,} episodes")
+        print(f"per CPU second; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+        return
     if args.breakdown is not None:
         load = os.getloadavg()[0]
         for name, us in breakdown(args.breakdown, args.steps).items():
