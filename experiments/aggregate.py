@@ -143,8 +143,8 @@ def score_matrices(
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], dict[str, str]]:
     """Per method the ``(runs, tasks)`` score matrix over the tasks every complete method covers.
 
-    A method with one row per task (seedless) counts it once for each seed the seeded methods ran
-    (the protocol's seeds if no method is seeded). Methods missing a task, or with unequal runs per task,
+    A method with one row per task (seedless) counts it once for each distinct seed among the rows (so a
+    run of seed 0 alone is one run per task, never repeated into five). Methods missing a task, or with unequal runs per task,
     are left out (with the reason).
 
     Returns:
@@ -154,8 +154,7 @@ def score_matrices(
     for row in rows:
         by[row.method][(row.model, row.platform)].append(row.score)
     tasks = sorted({t for cells in by.values() for t in cells})
-    seeds = max((len(v) for cells in by.values() for v in cells.values() if len(v) > 1), default=0)
-    seeds = seeds or len(protocol.SEEDS)
+    seeds = len({row.seed for row in rows}) or 1  # the seeds the rows ran (not the protocol's: 1 run is 1 run)
     matrices, left_out = {}, {}
     for method, cells in by.items():
         missing = [t for t in tasks if t not in cells]

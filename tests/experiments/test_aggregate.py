@@ -107,3 +107,12 @@ def test_rows_become_matrices_and_a_report_with_plots(tmp_path):
     assert (tmp_path / "aggregate.md").read_text() == text
     assert (tmp_path / "performance_profile.png").stat().st_size > 1000
     assert (tmp_path / "score_vs_evaluations.png").stat().st_size > 1000
+
+
+def test_one_seed_is_one_run_per_task():
+    """A run of seed 0 alone (``bench --seeds 0``) is one run per task: never repeated into the protocol's
+    five seeds, which would report five runs and a point interval for one."""
+    tasks = [("resnet50", "cpu-dgpu"), ("bert", "cpu-igpu")]
+    rows = [_row(m, 0, task, 0.5, [(1, 1.0)]) for m in ("heft", "mine") for task in tasks]
+    matrices, _, _ = score_matrices(rows)
+    assert matrices["heft"].shape == matrices["mine"].shape == (1, 2)
