@@ -7,7 +7,8 @@ and is rejected, with one line naming the file, line and reason, when:
 * its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
 * its task is not a protocol task (for rows run under a protocol), or its model, platform or coarsening
   cannot be built;
-* its graph version is not the model's current one, or its group count is not the graph's;
+* its graph version is not the model's current one, or its group count is not the graph's, or the task's
+  content hash it records (``task_sha256``: graph and every platform figure) is not the task's;
 * its placement is malformed (wrong length, a device index out of range);
 * the replayed latency differs from the stored one (relative tolerance :data:`REL_TOL`; an infeasible
   placement must be stored as infeasible), or the stored normalised score differs from the replayed one;
@@ -99,6 +100,11 @@ class Replayer:
             )
         if row.groups != problem.num_groups:
             problems.append(f"{row.groups} groups stored, the task's graph has {problem.num_groups}")
+        if row.task_sha256 is not None and row.task_sha256 != problem.task_sha256:
+            problems.append(
+                f"task hash {row.task_sha256[:12]}... is not the task's {problem.task_sha256[:12]}... "
+                "(another graph or other platform figures under the same names)"
+            )
         if len(row.placement) != problem.num_groups:
             problems.append(
                 f"placement has {len(row.placement)} entries, the task has {problem.num_groups} groups"

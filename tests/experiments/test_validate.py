@@ -48,6 +48,7 @@ def test_rejects_an_altered_placement_latency_version_task_or_score(row, tmp_pat
         (dataclasses.replace(row, placement=row.placement[:-1]), "placement has"),
         (dataclasses.replace(row, placement=[5] * len(row.placement)), "placement rejected"),
         (dataclasses.replace(row, evaluations=row.budget + 1), "over the budget"),
+        (dataclasses.replace(row, task_sha256="0" * 64), "task hash"),
     ]
     verdicts = validate([write(tmp_path / "rows.jsonl", row, *(r for r, _ in altered))])
     assert verdicts[0].ok
