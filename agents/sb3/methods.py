@@ -136,6 +136,8 @@ class SB3Method(PlacementMethod):
         "vf_coef": Range(0),
         "max_grad_norm": Range(0, low_open=True),
         "stats_window_size": Range(1, memory=lambda n: 64.0 * n),
+        "positional": Range(0, 1024),  # sinusoidal features per group (0: none)
+        "pair_bias_scale": Range(0),
     }
 
     @classmethod

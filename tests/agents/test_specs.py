@@ -65,6 +65,8 @@ def test_the_normalised_text_keeps_the_stored_forms() -> None:
         ("ppo_gnn:n_steps=-4", ConfigError, "n_steps must be >= 1, got -4"),
         ("ppo_gnn:n_steps=1000000000", ConfigError, "needs at least"),
         ("ppo_gnn:hidden=1000000000", ConfigError, "hidden=1000000000 needs at least"),
+        ("ppo_gnn:positional=-1", ConfigError, "positional must be >= 0"),
+        ("ppo_gnn:pair_bias_scale=-3", ConfigError, "pair_bias_scale must be >= 0"),
         ("ppo_mlp:net_arch=[64,0]", ConfigError, "net_arch must be >= 1"),
         ("ppo_mlp:net_arch=[64,", ConfigError, "not valid JSON"),
         ("ppo_gnn:rollout_buffer_class=x", UnknownNameError, "unknown ppo_gnn argument"),
