@@ -11,7 +11,7 @@ from gymnasium import spaces
 from placement_gym.backends import LatencyBackend, LatencyResult
 from placement_gym.benchmarks import Benchmark
 from placement_gym.envs.observation import check_padding, one_hot, static_arrays, static_spaces
-from placement_gym.envs.render import figure_to_rgb, placement_figure, placement_table
+from placement_gym.envs.render import render_placement
 from placement_gym.errors import PlacementError, UnknownNameError
 from placement_gym.platforms import Platform
 from placement_gym.problem import Evaluation, PlacementProblem
@@ -389,15 +389,7 @@ class DevicePlacementEnv(gym.Env):
 
     def render(self):
         latency = self._last.latency if self._last is not None else None
-        problem = self.problem
-        if self.render_mode == "ansi":
-            return placement_table(problem.coarse, problem.platform, self.placement, latency)
-        if self.render_mode == "rgb_array":
-            title = f"{problem.benchmark.name} on {problem.platform.name}"
-            if latency is not None:
-                title += f": {latency * 1e3:.2f} ms" if np.isfinite(latency) else ": infeasible"
-            return figure_to_rgb(placement_figure(problem.coarse, problem.platform, self.placement, title))
-        return None
+        return render_placement(self.render_mode, self.problem, self.placement, latency)
 
     def close(self) -> None:
         self.problem.close()

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from placement_gym.backends import LatencyBackend
 from placement_gym.benchmarks import Benchmark
 from placement_gym.envs.observation import check_padding, one_hot, static_arrays, static_spaces
-from placement_gym.envs.render import figure_to_rgb, placement_figure, placement_table
+from placement_gym.envs.render import render_placement
 from placement_gym.errors import ConfigError, PlacementError, PlacementGymError, UnknownNameError
 from placement_gym.heuristics.common import allowed_devices
 from placement_gym.heuristics.heft import heft_placement
@@ -444,15 +444,7 @@ class DevicePlacementImproveEnv(gym.Env):
         return self._observation(), float(reward), False, truncated, info
 
     def render(self):
-        problem = self.problem
-        if self.render_mode == "ansi":
-            return placement_table(problem.coarse, problem.platform, self.placement, self._latency)
-        if self.render_mode == "rgb_array":
-            title = f"{problem.benchmark.name} on {problem.platform.name}"
-            if math.isfinite(self._latency):
-                title += f": {self._latency * 1e3:.2f} ms"
-            return figure_to_rgb(placement_figure(problem.coarse, problem.platform, self.placement, title))
-        return None
+        return render_placement(self.render_mode, self.problem, self.placement, self._latency)
 
     def close(self) -> None:
         self.problem.close()

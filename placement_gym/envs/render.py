@@ -94,3 +94,17 @@ def figure_to_rgb(fig) -> np.ndarray:
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def render_placement(mode: str | None, problem, placement: np.ndarray, latency: float | None):
+    """An env's ``render()``: the ``ansi`` table or the ``rgb_array`` picture of ``placement`` on ``problem``
+    (a :class:`~placement_gym.problem.PlacementProblem`), titled with ``latency`` (``None``: not evaluated
+    yet; ``inf``: infeasible); ``None`` for any other mode."""
+    if mode == "ansi":
+        return placement_table(problem.coarse, problem.platform, placement, latency)
+    if mode == "rgb_array":
+        title = f"{problem.benchmark.name} on {problem.platform.name}"
+        if latency is not None:
+            title += f": {latency * 1e3:.2f} ms" if np.isfinite(latency) else ": infeasible"
+        return figure_to_rgb(placement_figure(problem.coarse, problem.platform, placement, title))
+    return None
