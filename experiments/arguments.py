@@ -208,3 +208,21 @@ def run_command(fn: Callable[[Sequence[str] | None], None], argv: Sequence[str] 
         one_line(f"{message} (--debug shows the traceback)")
         return USER_ERROR
     return 0
+
+
+def module_main(
+    module_doc: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    run_from_args: Callable[[argparse.Namespace], None],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """The ``main()`` of a subcommand's module run on its own (``python -m experiments.NAME``): parse with
+    :class:`OneLineParser` (described by the module docstring's first line) and run under
+    :func:`run_command`, so the module keeps the CLI's error contract; returns the exit status."""
+
+    def command(argv: Sequence[str] | None) -> None:
+        parser = OneLineParser(description=module_doc.splitlines()[0])
+        add_arguments(parser)
+        run_from_args(parser.parse_args(argv))
+
+    return run_command(command, argv)

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.arguments import module_main
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
 from placement_gym.problem import PlacementProblem, problem_of
 
@@ -322,11 +323,9 @@ def run_from_args(args: argparse.Namespace) -> None:
     build_all(args.tasks or default_tasks(), args.modes, args.path_points, args.overwrite)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    return module_main(__doc__, add_arguments, run_from_args, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

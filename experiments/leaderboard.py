@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.arguments import module_main
 from placement_gym.errors import ConfigError
 from placement_gym.results import ResultRow, ResultStore
 
@@ -306,11 +307,9 @@ def run_from_args(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    return module_main(__doc__, add_arguments, run_from_args, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from experiments.arguments import OneLineParser, non_negative_int, run_command
+from experiments.arguments import module_main, non_negative_int
 from experiments.filenames import file_stem
 from experiments.runs import reject_bool
 from placement_gym.benchmarks import load_benchmark
@@ -176,12 +176,7 @@ def run_from_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def command(argv: list[str] | None) -> None:
-        parser = OneLineParser(description=__doc__.splitlines()[0])
-        add_arguments(parser)
-        run_from_args(parser.parse_args(argv))
-
-    return run_command(command, argv)
+    return module_main(__doc__, add_arguments, run_from_args, argv)
 
 
 if __name__ == "__main__":

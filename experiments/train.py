@@ -487,12 +487,7 @@ def run_from_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def command(argv: list[str] | None) -> None:
-        parser = arguments.OneLineParser(description=__doc__.splitlines()[0])
-        add_arguments(parser)
-        run_from_args(parser.parse_args(argv))
-
-    return arguments.run_command(command, argv)
+    return arguments.module_main(__doc__, add_arguments, run_from_args, argv)
 
 
 if __name__ == "__main__":

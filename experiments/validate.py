@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.arguments import module_main
 from placement_gym.errors import PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
 from placement_gym.results import ResultRow, parse_row
@@ -201,11 +202,9 @@ def run_from_args(args: argparse.Namespace) -> None:
     print(f"all {len(verdicts)} rows reproduce")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
+def main(argv: list[str] | None = None) -> int:
+    return module_main(__doc__, add_arguments, run_from_args, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
