@@ -35,21 +35,11 @@ from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv, global_max_pool, global_mean_pool
 
-from agents.sb3.extractors import unpad
+from agents.sb3.extractors import DEVICE_OBS_KEYS, OBS_KEYS, unpad
 from placement_gym.errors import PlacementGymError
 
-#: Keys the extractor reads.
-KEYS = (
-    "node_features",
-    "node_mask",
-    "edge_index",
-    "edge_features",
-    "edge_mask",
-    "placement",
-    "node_device_features",
-    "edge_link_features",
-    "device_features",
-)
+#: Keys the extractor reads: the graph extractors' keys and the device-aware ones.
+KEYS = OBS_KEYS + DEVICE_OBS_KEYS
 _PAD_LOGIT = -1e8  # as sb3-contrib's masking: finite, so entropies stay finite
 _NDF, _DF = 3, 5  # per-(group, device) and per-device feature widths of the device-aware observation
 _KINDS = 4  # move kinds: single, class, segment, branch (``move_kind``)
