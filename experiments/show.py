@@ -13,7 +13,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.render import placement_figure, placement_table
 from placement_gym.errors import PlacementError, RecordError
 from placement_gym.platforms import load_platform
+from placement_gym.results import json_object
 from placement_gym.zoo.loading import file_sha256
 
 _MAX_RECORD_BYTES = 256 * 2**20  # a results file larger than this is not one bench wrote
@@ -52,15 +52,7 @@ class PlacementRecord(BaseModel):
 
 
 def _parse(text: str, where: str) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise RecordError(f"{where}: nested too deeply to be a placement record") from None
-    except ValueError as exc:
-        raise RecordError(f"{where}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: a placement record is a JSON object, got {type(data).__name__}")
-    return data
+    return json_object(text, where, "a placement record")
 
 
 def _validate(data: dict[str, Any], where: str) -> PlacementRecord:

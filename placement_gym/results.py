@@ -253,6 +253,23 @@ class RowSchema(BaseModel):
         return ResultRow(**data)
 
 
+def json_object(text: str, where: str, what: str) -> dict[str, Any]:
+    """The JSON object of one line of a records file (``what`` names the record in errors).
+
+    Raises:
+        RecordError: If the line is not JSON or not an object, naming ``where``.
+    """
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise RecordError(f"{where}: nested too deeply to be {what}") from None
+    except ValueError as exc:
+        raise RecordError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: {what} is a JSON object, got {type(data).__name__}")
+    return data
+
+
 def parse_row(text: str, where: str) -> ResultRow:
     """One JSON line as a row.
 
@@ -263,14 +280,7 @@ def parse_row(text: str, where: str) -> ResultRow:
     Raises:
         RecordError: If the line is not JSON, or does not follow :class:`RowSchema` (names the field).
     """
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise RecordError(f"{where}: nested too deeply to be a result row") from None
-    except ValueError as exc:
-        raise RecordError(f"{where}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: a result row is a JSON object, got {type(data).__name__}")
+    data = json_object(text, where, "a result row")
     try:
         return RowSchema.model_validate(data).to_row()
     except ValidationError as exc:
