@@ -9,15 +9,17 @@ place any graph on any platform, so the script also scores it zero-shot on the h
 
 Build the datasets first (``placement-gym datasets --modes oneshot --path DIR``), then::
 
-    python examples/behaviour_cloning.py --path DIR [--epochs 1000] [--seed 0]
+    python examples/behaviour_cloning.py --path DIR [--epochs 1000] [--seed 0] [--out ROWS.jsonl]
 
 It prints the normalised score (0: the best single device, 1: the optimum) of the cloned policy's one
-placement per task, next to HEFT's.
+placement per task, next to HEFT's; ``--out`` also writes one JSON row per task (the rows of the
+behaviour-cloning table of ``docs/RESULTS.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
@@ -98,9 +100,10 @@ def train(demos, epochs: int, seed: int) -> Scorer:
     return model
 
 
-def score_on(model: Scorer, model_name: str, platform: str) -> tuple[float, float, bool]:
-    """The cloned policy's normalised score on a task (one deterministic placement), HEFT's, and whether
-    the cloned placement is feasible (an infeasible one scores ``-1 / (baseline / optimum - 1)``)."""
+def score_on(model: Scorer, model_name: str, platform: str) -> dict:
+    """The cloned policy's one deterministic placement of a task, scored: its normalised score, HEFT's,
+    whether it is feasible (an infeasible one scores ``-1 / (baseline / optimum - 1)``), its latency and
+    the task's graph version, group count and optimum."""
     import gymnasium as gym
 
     from experiments.datasets import task_env_id
@@ -113,7 +116,18 @@ def score_on(model: Scorer, model_name: str, platform: str) -> tuple[float, floa
         placement = model(feats, allowed).argmax(dim=1).numpy()
     _, _, _, _, info = env.step(placement)
     problem = problem_of(env)
-    return float(info["score"]), float(problem.score(problem.reference.heft_latency)), bool(info["feasible"])
+    reference = problem.reference
+    return {
+        "model": model_name,
+        "platform": platform,
+        "graph_version": problem.benchmark.version,
+        "groups": problem.num_groups,
+        "bc_score": float(info["score"]),
+        "heft_score": float(problem.score(reference.heft_latency)),
+        "feasible": bool(info["feasible"]),
+        "bc_latency_ms": float(info["latency"]) * 1e3,
+        "optimum_ms": reference.latency * 1e3,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--epochs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="write one JSON row per task to this file")
     args = parser.parse_args(argv)
     if args.path is not None:
         os.environ["MINARI_DATASETS_PATH"] = str(args.path)
@@ -133,18 +148,24 @@ def main(argv: list[str] | None = None) -> None:
     train_tasks = default_tasks()
     model = train(load_demonstrations(train_tasks), args.epochs, args.seed)
     held_out = [(m, p) for m in placement_gym.HELD_OUT_MODELS for p in placement_gym.HELD_OUT_PLATFORMS]
+    rows = []
     print("| split | task | BC score | HEFT score | BC placement feasible |\n|---|---|---|---|---|")
     for split, tasks in (("train", train_tasks), ("held-out", held_out)):
         scores = []
         for model_name, platform in tasks:
-            bc, heft, feasible = score_on(model, model_name, platform)
-            scores.append((bc, heft))
+            row = {"split": split, **score_on(model, model_name, platform), "epochs": args.epochs, "seed": args.seed}
+            rows.append(row)
+            scores.append((row["bc_score"], row["heft_score"]))
             print(
-                f"| {split} | {model_name} / {platform} | {bc:.3f} | {heft:.3f} | {'yes' if feasible else 'no'} |"
+                f"| {split} | {model_name} / {platform} | {row['bc_score']:.3f} | {row['heft_score']:.3f} | "
+                f"{'yes' if row['feasible'] else 'no'} |"
             )
         for name, fn in (("mean", np.mean), ("median", np.median)):
             bc_value, heft_value = fn(scores, axis=0)
             print(f"| {split} | {name} of {len(tasks)} | {bc_value:.3f} | {heft_value:.3f} | |")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from experiments.learned_vs_search import table as guided_table
 from experiments.reference_optima import solver_table
 from experiments.report import merge_rows, suite_table, summarise
@@ -110,6 +112,37 @@ def guided_rows(folder: Path) -> list[dict]:
     return rows
 
 
+def _behaviour_cloning(folder: Path) -> str:
+    """The behaviour-cloning example's rows (``examples/behaviour_cloning.py --out``): one per task."""
+    path = folder / "rows.jsonl"
+    if not path.is_file():
+        raise StaleRows(f"{_shown(path)} is missing")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not rows:
+        raise StaleRows(f"{_shown(path)} holds no rows")
+    lines = ["| split | task | BC score | HEFT score | BC placement feasible |", "|---|---|---|---|---|"]
+    for split in ("train", "held-out"):
+        scores = []
+        for r in (r for r in rows if r["split"] == split):
+            ref = _reference(r["model"], r["graph_version"], r["platform"])
+            if r["groups"] != len(ref.placement) or abs(r["optimum_ms"] - ref.latency * 1e3) > 1e-9:
+                raise StaleRows(
+                    f"{_shown(path)}: {r['model']} / {r['platform']} is of another graph or optimum than "
+                    "the stored reference"
+                )
+            scores.append((r["bc_score"], r["heft_score"]))
+            feasible = "yes" if r["feasible"] else "no"
+            lines.append(
+                f"| {split} | {r['model']} / {r['platform']} | {r['bc_score']:.3f} | {r['heft_score']:.3f} "
+                f"| {feasible} |"
+            )
+        for name, fn in (("mean", np.mean), ("median", np.median)):
+            if scores:
+                bc, heft = fn(np.array(scores), axis=0)
+                lines.append(f"| {split} | {name} of {len(scores)} | {bc:.3f} | {heft:.3f} | |")
+    return "\n".join(lines)
+
+
 def _optima(held_out: bool) -> Callable[[Path], str]:
     def render(_: Path) -> str:
         refs = [r for r in reference_optima().values() if (r.model in HELD_OUT_MODELS) == held_out]
@@ -159,6 +192,7 @@ TABLES: tuple[Table, ...] = (
     Table("guided-heldout", _guided(held_out=True)),
     Table("systems", _systems),
     Table("sim-fidelity", _fidelity),
+    Table("behaviour-cloning", _behaviour_cloning),
 )
 BY_NAME = {t.name: t for t in TABLES}
 

@@ -91,8 +91,9 @@ def test_behaviour_cloning_example_trains_and_scores(minari_path):
     feats, allowed, optimal = demos[0]
     assert feats.shape[:2] == allowed.shape and len(optimal) == feats.shape[0] == 57
     model = bc.train(demos, epochs=3, seed=0)
-    score, heft, _ = bc.score_on(model, *TASK)
-    assert np.isfinite(score) and score <= 1.0 + 1e-9 and 0 < heft < 1
+    row = bc.score_on(model, *TASK)
+    assert np.isfinite(row["bc_score"]) and row["bc_score"] <= 1.0 + 1e-9 and 0 < row["heft_score"] < 1
+    assert row["groups"] == 57 and row["bc_latency_ms"] >= row["optimum_ms"] * (1 - 1e-9)
 
 
 def test_improve_episodes_walk_from_heft_to_the_optimum(minari_path):
