@@ -125,6 +125,9 @@ def test_readme_is_an_entry_point() -> None:
     first_screen = "\n".join(lines[:120])
     for name in ("gym.make(", "GNNActorCriticPolicy", "SAGEExtractor", "PlacementMethod"):
         assert name in first_screen, name
+    # the "first screen": how to benchmark one's own agent, right after the install commands
+    top = "\n".join(lines[:60])
+    assert "## Benchmark your own agent" in top and "placement-gym bench --tier standard --methods" in top
 
 
 @pytest.fixture
