@@ -1,6 +1,7 @@
 """Train SB3 PPO with the project's GNN policy on a suite task, as a plain SB3 script, and print the score.
 
-The hyperparameters are the recipe's (:func:`agents.sb3.recipe.recipe`). On an improvement ID
+The hyperparameters are the recipe's (:func:`agents.sb3.recipe.recipe`; one-shot PPO's learning rate for
+``--steps`` from :func:`~agents.sb3.recipe.budget_learning_rate`). On an improvement ID
 (``DevicePlacementImprove-*``) it trains sb3-contrib's MaskablePPO on the moves instead. Every env step
 evaluates one placement; :class:`~agents.sb3.callbacks.BestPlacementCallback` keeps the best one seen.
 
@@ -20,7 +21,7 @@ from stable_baselines3 import PPO
 
 import placement_gym  # noqa: F401  (registers the env IDs)
 from agents.sb3.callbacks import BestPlacementCallback
-from agents.sb3.recipe import recipe
+from agents.sb3.recipe import budget_learning_rate, recipe
 from placement_gym.problem import problem_of
 
 
@@ -43,7 +44,10 @@ def main(argv: list[str] | None = None) -> dict:
     env = gym.make(args.env, **kwargs)
     r = recipe("improve", "maskable_ppo") if improve else recipe("oneshot", "ppo")
     algo = MaskablePPO if improve else PPO
-    model = algo(r.policy, env, policy_kwargs=r.policy_kwargs, seed=args.seed, **r.hyperparams)
+    hyperparams = dict(r.hyperparams)
+    if not improve:  # one-shot PPO: the learning rate falls with the steps it trains for
+        hyperparams["learning_rate"] = budget_learning_rate(args.steps, hyperparams["learning_rate"])
+    model = algo(r.policy, env, policy_kwargs=r.policy_kwargs, seed=args.seed, **hyperparams)
     best = BestPlacementCallback()
     model.learn(total_timesteps=args.steps, callback=best)
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 import placement_gym
-from agents.sb3.recipe import recipe
+from agents.sb3.recipe import budget_learning_rate, recipe
 
 HYPERPARAMS = Path(__file__).resolve().parent / "hyperparams"
 #: Steps rl-zoo3 trains for (= evaluations).
@@ -48,6 +48,8 @@ def entry(mode: str, algo: str) -> dict[str, Any]:
     }
     if mode == "oneshot":
         out["env_kwargs"] = {"observation": "device"}
+        if algo != "a2c":  # PPO's one-shot learning rate falls with the steps it trains for
+            out["learning_rate"] = float(f"{budget_learning_rate(N_TIMESTEPS, r.hyperparams['learning_rate']):.3g}")
     return out
 
 

@@ -42,7 +42,7 @@ from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from agents.sb3.policy_file import POLICY_FORMAT as _POLICY_FORMAT
 from agents.sb3.policy_file import read_policy
-from agents.sb3.recipe import recipe
+from agents.sb3.recipe import budget_learning_rate, recipe
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
@@ -114,6 +114,8 @@ class SB3Method(PlacementMethod):
     #: Hyperparameters for one-shot placement: an episode is one step, so gamma and GAE do not matter
     #: there; gamma = 1 suits sequential mode's single final reward.
     defaults: ClassVar[dict[str, Any]] = {}
+    #: Whether the default learning rate falls with the run's budget (one-shot PPO with the GNN policy).
+    budget_scaled_learning_rate: ClassVar[bool] = False
     #: Bounds of the arguments (checked by :mod:`agents.specs`); widths and step counts say what memory
     #: they need at least (a float32 weight matrix, six float32 rollout values per step, a process per env).
     argument_ranges: ClassVar[dict[str, Range]] = {
@@ -172,6 +174,8 @@ class SB3Method(PlacementMethod):
         self.budget, self.n_envs, self.device, self.verbose = budget, n_envs, device, verbose
         self.extra_policy_kwargs = dict(policy_kwargs or {})
         self.algo_kwargs = {**self.defaults, **algo_kwargs}
+        self.learning_rate_given = "learning_rate" in algo_kwargs
+        self.run_budget: int | None = None
         self.fine_tune = bool(fine_tune)
         self.threads = threads
         self.model: BaseAlgorithm | None = None
@@ -216,8 +220,18 @@ class SB3Method(PlacementMethod):
             seed=seed,
             device=self.device,
             verbose=self.verbose,
-            **self.algo_kwargs,
+            **self.run_hyperparams(),
         )
+
+    def run_hyperparams(self) -> dict[str, Any]:
+        """The algorithm's keyword arguments for the run in progress: :attr:`algo_kwargs`, with the
+        learning rate of the run's budget (:func:`~agents.sb3.recipe.budget_learning_rate`) where the
+        method scales it (:attr:`budget_scaled_learning_rate`), the env is one-shot and no
+        ``learning_rate`` was given."""
+        kwargs = dict(self.algo_kwargs)
+        if self.budget_scaled_learning_rate and not self.learning_rate_given and self.run_budget is not None:
+            kwargs["learning_rate"] = budget_learning_rate(self.run_budget, base=kwargs["learning_rate"])
+        return kwargs
 
     def _require_rollout_memory(self, vec_env: VecEnv) -> None:
         """Refuse an ``n_steps`` whose rollout buffer (observations, actions and six float32 values per
@@ -246,6 +260,8 @@ class SB3Method(PlacementMethod):
                 "per step plus one for the final placement"
             )
         vec_env = self.make_vec_env(env)
+        # the budget-scaled learning rate was measured on one-shot placement only (docs/rl.md)
+        self.run_budget = tracker.budget if getattr(env.unwrapped, "mode", None) == "oneshot" else None
         model = self.make_model(vec_env, seed)
         self.model = model  # the model in training, for listeners that checkpoint it
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
@@ -571,6 +587,7 @@ class PPOGNN(_GNNMethod):
     name = "ppo_gnn"
     algo_class = PPO
     defaults = _ONESHOT.hyperparams
+    budget_scaled_learning_rate = True
 
 
 class MaskablePPOGNN(_GNNMethod):
@@ -580,6 +597,7 @@ class MaskablePPOGNN(_GNNMethod):
     algo_class = MaskablePPO
     policy_class = MaskableGNNActorCriticPolicy
     defaults = recipe("oneshot", "maskable_ppo").hyperparams
+    budget_scaled_learning_rate = True
 
 
 class A2CGNN(_GNNMethod):

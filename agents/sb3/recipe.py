@@ -7,7 +7,9 @@ has the measurements behind them and their commands.
 * ``"oneshot"`` (``DevicePlacement*`` IDs, one step per episode, ``MultiDiscrete([D] * N)``): an episode is
   one placement, so ``gamma`` and GAE do not matter. The joint ratio of ``N`` per-group probabilities
   leaves PPO's clip range within a few gradient steps, so short rollouts and few epochs learn fastest.
-  The per-(group, device) logit bias, scaled, lets each group's preference move on its own.
+  The per-(group, device) logit bias, scaled, lets each group's preference move on its own. PPO's
+  learning rate falls with the evaluation budget (:func:`budget_learning_rate`): the rate that learns
+  fastest in 500 evaluations freezes the policy on one placement long before 5,000.
 * ``"sequential"`` (``mode="sequential"``, ``Discrete(D)``, ``G`` steps per placement, final reward):
   ``gamma = 1`` carries the single final reward back to every step.
 * ``"improve"`` (``DevicePlacementImprove-*`` IDs, ``Discrete(N * D)`` moves with ``action_masks()``):
@@ -67,6 +69,25 @@ _IMPROVE_PPO = {
     "gae_lambda": 0.9,
     "ent_coef": 0.0,
 }
+
+#: The one-shot PPO learning rate at or below :data:`LR_REFERENCE_BUDGET` evaluations, and how it falls
+#: past it (:func:`budget_learning_rate`; docs/rl.md has the measurements).
+LR_REFERENCE_BUDGET = 500
+LR_BUDGET_EXPONENT = 0.6
+
+
+def budget_learning_rate(budget: int, base: float = _ONESHOT_PPO["learning_rate"]) -> float:
+    """One-shot PPO's learning rate for a run of ``budget`` evaluations:
+    ``base * min(1, LR_REFERENCE_BUDGET / budget) ** LR_BUDGET_EXPONENT`` (1e-3 up to 500 evaluations,
+    2.5e-4 at 5,000, 1.1e-4 at 20,000). A one-shot episode is one placement, so the policy's logits move
+    by about the learning rate times the pair-bias scale per gradient step: at 1e-3 the policy settles on
+    one placement within about 500 evaluations and then only repeats it, while a smaller rate keeps
+    sampling new placements for longer and ends better at larger budgets.
+    """
+    if budget < 1:
+        raise ValueError(f"budget={budget} must be >= 1")
+    return base * min(1.0, LR_REFERENCE_BUDGET / budget) ** LR_BUDGET_EXPONENT
+
 
 #: ``(mode, algo)`` -> (PPO/A2C hyperparameters, pair-bias scale).
 _TABLE: dict[tuple[str, str], tuple[dict[str, Any], float]] = {

@@ -65,3 +65,43 @@ def test_example_script_trains_on_a_tiny_task(capsys):
     )
     assert np.isfinite(out["latency"]) and out["placement"].ndim == 1
     assert "best latency" in capsys.readouterr().out
+
+
+def test_one_shot_learning_rate_falls_with_the_budget():
+    from agents.sb3.recipe import LR_REFERENCE_BUDGET, budget_learning_rate
+
+    base = recipe("oneshot", "ppo").hyperparams["learning_rate"]
+    assert budget_learning_rate(1) == budget_learning_rate(LR_REFERENCE_BUDGET) == base
+    rates = [budget_learning_rate(b) for b in (500, 1000, 5000, 20000)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert budget_learning_rate(5000) == pytest.approx(2.51e-4, rel=1e-2)
+    with pytest.raises(ValueError, match="budget=0"):
+        budget_learning_rate(0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "mode", "expected"),
+    [
+        ({}, "oneshot", 6.6e-4),  # the run's budget (1,000) sets the rate
+        ({"learning_rate": 2e-3}, "oneshot", 2e-3),  # a rate the user gives is kept
+        ({}, "sequential", 1e-3),  # measured on one-shot placement only
+    ],
+)
+def test_ppo_gnn_trains_with_the_budgets_learning_rate(spec, mode, expected):
+    import agents
+    from agents.base import BudgetTracker
+
+    env = DevicePlacementEnv(model="tiny_cnn", platform="cpu-dgpu", backend="simulated", mode=mode)
+    method = agents.make_method("ppo_gnn", **spec)
+    seen = {}
+    make_model = method.make_model
+
+    def spy(vec_env, seed):
+        model = make_model(vec_env, seed)
+        seen["lr"] = model.learning_rate
+        raise StopIteration  # enough: the model is built
+
+    method.make_model = spy
+    with pytest.raises(StopIteration):
+        method._place(env, BudgetTracker(problem_of(env), 1000), seed=0)
+    assert seen["lr"] == pytest.approx(expected, rel=1e-2)
