@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.base import BudgetTracker
 from agents.learned.guided import memory_binds
 from agents.learned.listwise import listwise_targets, sample_neighbourhood
 from agents.learned.moves import Moves
 from agents.learned.search import EstimateRanker, NoisyRanker, guided_search
-from agents.base import BudgetTracker
 from agents.sb3.guided_policy import PolicyRanker
 from agents.sb3.guided_ppo import DEFAULT_ARCH, METHOD, PPO_KWARGS, improve_env, ppo_model
 from agents.sb3.policy_file import write_transfer_policy
@@ -81,7 +81,7 @@ def collect(problems: list, ranker_of, args: argparse.Namespace, round_: int) ->
         ranker, plain = ranker_of(t, rng)
         schedule = problem.backend.schedule
 
-        def visit(placement, latency, moves, features, t=t, ranker=ranker, plain=plain, rng=rng) -> None:
+        def visit(placement, latency, moves, features, t=t, plain=plain, rng=rng, schedule=schedule) -> None:
             nonlocal simulated
             if hasattr(plain, "visit"):
                 plain.visit(placement, latency, moves, features)
@@ -109,7 +109,12 @@ def fit(policy, rankers: list[PolicyRanker], visits: list[Visit], args: argparse
         The mean loss per placement of the last epoch.
     """
     useful = [v for v in visits if (v.change < -1e-4).any()]
-    params = list(policy.features_extractor.parameters()) + list(policy.mlp_extractor.parameters())
+    params = [
+        p
+        for m in (policy.features_extractor, policy.mlp_extractor)
+        for p in m.parameters()
+        if p.requires_grad
+    ]
     opt = torch.optim.Adam(params, lr=args.lr)
     rng = np.random.default_rng(args.seed)
     losses: list[float] = []
@@ -142,7 +147,11 @@ def training_command(args: argparse.Namespace) -> str:
     parts: list[str] = []
     for key in keys:
         value = getattr(args, key)
-        parts += [f"--{key.replace('_', '-')}", *(map(str, value) if isinstance(value, list) else [str(value)])]
+        parts += [
+            f"--{key.replace('_', '-')}",
+            *(map(str, value) if isinstance(value, list) else [str(value)]),
+        ]
+    parts += ["--ablate-graph"] if args.ablate_graph else []
     return "python -m experiments.pretrain_guided_ppo " + shlex.join(parts)
 
 
@@ -171,6 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk", type=int, default=256, help="PPO env steps per drawn task (one update)")
     parser.add_argument("--max-steps", type=int, default=32, help="moves per PPO episode")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ablate-graph",
+        action="store_true",
+        help="ablation: imitation with the logit's GNN and device inputs at 0",
+    )
     parser.add_argument("--ship", help="write the policy in the safe format to this folder and stop")
     parser.add_argument("--stage", choices=STAGES, default="ppo", help="which weights --ship writes")
     args = parser.parse_args(argv)
@@ -183,10 +197,20 @@ def main(argv: list[str] | None = None) -> None:
     progress: dict[str, Any] = (
         json.loads(progress_path.read_text())
         if progress_path.is_file()
-        else {"env_steps": 0, "evaluations": 0, "simulated_moves": 0, "placements": 0, "chunks": 0,
-              "wall_s": 0.0, "cpu_s": 0.0, "load_1min": []}  # fmt: skip
+        else {
+            "env_steps": 0,
+            "evaluations": 0,
+            "simulated_moves": 0,
+            "placements": 0,
+            "chunks": 0,
+            "wall_s": 0.0,
+            "cpu_s": 0.0,
+            "load_1min": [],
+        }  # fmt: skip
     )
-    problems = [p for _, p in task_problems(args.models, args.platforms, args.variants, args.sigma, args.seed)]
+    problems = [
+        p for _, p in task_problems(args.models, args.platforms, args.variants, args.sigma, args.seed)
+    ]
     wall, cpu = time.perf_counter(), time.process_time()
 
     def account() -> None:
@@ -199,6 +223,10 @@ def main(argv: list[str] | None = None) -> None:
 
     model = ppo_model(improve_env(problems[0], args.max_steps), None, args.chunk, args.seed)
     policy = model.policy
+    if args.ablate_graph:  # the ablation: the logit's GNN and device inputs held at zero weight
+        for layer in (policy.mlp_extractor.set_in, policy.mlp_extractor.device_in):
+            torch.nn.init.zeros_(layer.weight)
+            layer.weight.requires_grad_(False)
     if not (out / "imitation.pt").is_file():
         rankers = [PolicyRanker(p, policy.features_extractor, policy.mlp_extractor) for p in problems]
         visits: list[Visit] = []
@@ -233,7 +261,9 @@ def main(argv: list[str] | None = None) -> None:
         chunk_rng = np.random.default_rng([args.seed, 7, progress["chunks"]])
         problem = problems[int(chunk_rng.integers(len(problems)))]
         # random starts only where memory does not bind (they are rarely feasible where it does)
-        start = "heft" if memory_binds(problem.cost_model()) else ("heft", "random")[int(chunk_rng.integers(2))]
+        start = (
+            "heft" if memory_binds(problem.cost_model()) else ("heft", "random")[int(chunk_rng.integers(2))]
+        )
         env = improve_env(problem, args.max_steps, start)
         try:
             env.reset(seed=args.seed)

@@ -143,9 +143,7 @@ class MoveScoringHead(nn.Module):
         base, moves = features[:, :base_dim], features[:, base_dim:]
         nodes, mask, _, _, _, df, _ = _split(base, self._extractor[0])
         b = features.shape[0]
-        logits = self.score(
-            moves.reshape(b, m, d, F), nodes.unsqueeze(2), df.unsqueeze(1)
-        )  # (B, M, D)
+        logits = self.score(moves.reshape(b, m, d, F), nodes.unsqueeze(2), df.unsqueeze(1))  # (B, M, D)
         logits = torch.where(mask.unsqueeze(-1), logits, torch.full_like(logits, _PAD_LOGIT))
         return logits.reshape(b, m * d)
 
@@ -192,7 +190,9 @@ class GuidedPPOPolicy(MaskableActorCriticPolicy):
         super().__init__(observation_space, action_space, lr_schedule, net_arch or [64], **kwargs)
 
     def _build_mlp_extractor(self) -> None:
-        arch = self.net_arch if isinstance(self.net_arch, dict) else {"pi": self.net_arch, "vf": self.net_arch}
+        arch = (
+            self.net_arch if isinstance(self.net_arch, dict) else {"pi": self.net_arch, "vf": self.net_arch}
+        )
         self.mlp_extractor = MoveScoringHead(self.features_extractor, list(arch["pi"]), list(arch["vf"]))
 
     def _build(self, lr_schedule: Schedule) -> None:
@@ -219,7 +219,9 @@ class PolicyRanker:
         head: The :class:`MoveScoringHead` whose :meth:`~MoveScoringHead.score` gives the logits.
     """
 
-    def __init__(self, problem: PlacementProblem, extractor: MoveFeatureExtractor, head: MoveScoringHead) -> None:
+    def __init__(
+        self, problem: PlacementProblem, extractor: MoveFeatureExtractor, head: MoveScoringHead
+    ) -> None:
         env = DevicePlacementImproveEnv(problem=problem, moves="single")
         self.num_groups, self.num_devices, self.max_nodes = env.num_groups, env.num_devices, env.max_nodes
         space = spaces.Dict(

@@ -17,9 +17,10 @@ budget counts only the target task's evaluations (``fine_tune`` included); the t
 result's ``extra["pretraining"]``.
 
 Shipped policies (``agents/sb3/pretrained-guided/<name>/``, the safe format of
-:mod:`agents.sb3.policy_file`): ``all`` (trained on the three suite models), ``no-<model>`` (the same
-without ``<model>``: leave-one-model-out), ``untrained`` (the initial weights: the control).
-``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
+:mod:`agents.sb3.policy_file`): ``all`` (trained on the zoo's training models: the three suite models and
+the two tiny ones), ``no-<model>`` (the same without ``<model>``: leave-one-model-out), ``untrained``
+(the initial weights: the control), and ``<name>-imitation`` (the weights before the PPO stage, for the
+ablation ``stage="imitation"``). ``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
 
 Example::
 
@@ -62,6 +63,8 @@ PPO_KWARGS: dict[str, Any] = {
     "gae_lambda": 0.9,
     "ent_coef": 0.0,
 }
+#: Weights of a shipped trained policy: after its PPO stage (the method) or after imitation (the ablation).
+STAGES = ("ppo", "imitation")
 #: Move kinds of the improvement env the policy is trained and fine-tuned on.
 ENV_MOVES = "single,class,segment,branch"
 
@@ -71,14 +74,19 @@ def shipped_policies() -> list[str]:
     return sorted(p.name for p in PRETRAINED_DIR.glob("*") if (p / "meta.json").is_file())
 
 
-def resolve_policy(policy: str, model: str) -> Path:
-    """The folder of ``policy`` (a shipped name, ``"auto"``, or a path) for a task of ``model``.
+def resolve_policy(policy: str, model: str, stage: str = "ppo") -> Path:
+    """The folder of ``policy`` (a shipped name, ``"auto"``, or a path) for a task of ``model``; with
+    ``stage="imitation"`` a shipped trained policy's imitation-stage weights (``<name>-imitation``).
 
     Raises:
-        UnknownNameError: For a name that is neither shipped nor a folder.
+        UnknownNameError: For a name that is neither shipped nor a folder, or an unknown stage.
     """
+    if stage not in STAGES:
+        raise UnknownNameError("guided_ppo stage", stage, STAGES)
     if policy == "auto":
         policy = f"no-{model}" if model in BENCHMARK_MODELS else "all"
+    if stage == "imitation" and policy != "untrained" and (PRETRAINED_DIR / policy).is_dir():
+        policy = f"{policy}-imitation"
     if (PRETRAINED_DIR / policy / "meta.json").is_file():
         return PRETRAINED_DIR / policy
     if Path(policy, "meta.json").is_file():
@@ -124,6 +132,8 @@ class GuidedPPO(PlacementMethod):
             ``experiments.pretrain_guided_ppo``, or ``"auto"`` (``no-<model>`` on a suite model, else
             ``all``).
         fine_tune: Evaluations of MaskablePPO training on the target task before the search (0: none).
+        stage: ``"ppo"`` (the shipped policies' final weights) or ``"imitation"`` (the ablation: their
+            weights before the PPO stage, ``<name>-imitation``).
         budget: Evaluations when :meth:`place` gets ``budget=None``.
         batch_size, kick, tabu, depth, walk: The search's options, as ``guided_improvement``'s.
     """
@@ -134,6 +144,7 @@ class GuidedPPO(PlacementMethod):
         self,
         policy: str = "auto",
         fine_tune: int = 0,
+        stage: str = "ppo",
         budget: int = 500,
         batch_size: int = 4,
         kick: int = 2,
@@ -143,13 +154,15 @@ class GuidedPPO(PlacementMethod):
     ) -> None:
         if tabu not in TABUS:
             raise UnknownNameError("tabu rule", tabu, TABUS)
+        if stage not in STAGES:
+            raise UnknownNameError("guided_ppo stage", stage, STAGES)
         if isinstance(fine_tune, bool) or not isinstance(fine_tune, int) or fine_tune < 0:
             raise PlacementGymError(f"fine_tune={fine_tune!r} must be a number of evaluations >= 0")
         if batch_size < 1 or depth < 0 or walk < 0 or kick < 0:
             raise PlacementGymError(
                 f"batch_size={batch_size} must be >= 1 and depth={depth}, walk={walk}, kick={kick} >= 0"
             )
-        self.policy, self.fine_tune, self.budget = policy, fine_tune, budget
+        self.policy, self.fine_tune, self.stage, self.budget = policy, fine_tune, stage, budget
         self.batch_size, self.kick, self.tabu, self.depth, self.walk = batch_size, kick, tabu, depth, walk
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
@@ -160,7 +173,7 @@ class GuidedPPO(PlacementMethod):
             raise PlacementGymError(
                 f"budget={tracker.budget} must exceed fine_tune={self.fine_tune} by 2 evaluations at least"
             )
-        path = resolve_policy(self.policy, problem.benchmark.name)
+        path = resolve_policy(self.policy, problem.benchmark.name, self.stage)
         saved = read_transfer_policy(path, method=METHOD)  # checked: fields, bounds, finite weights
         state = saved.policy_state
         threads = torch.get_num_threads()

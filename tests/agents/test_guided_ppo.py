@@ -101,8 +101,8 @@ def test_ranker_scores_every_move_kind_and_needs_a_visit(problem, policy_dir):
     arch = saved.meta.arch
     ranker = PolicyRanker.from_state(problem, saved.policy_state, arch.extractor.hidden,
                                      arch.extractor.layers, list(arch.head))  # fmt: skip
-    from agents.learned.moves import branch_sets, propose, twin_classes
     from agents.baselines.common import allowed_devices
+    from agents.learned.moves import branch_sets, propose, twin_classes
 
     cost = problem.cost_model()
     placement = np.zeros(problem.num_groups, dtype=np.int64)
@@ -140,6 +140,8 @@ def test_rejects_bad_arguments():
         make_method("guided_ppo", tabu="forever")
     with pytest.raises(UnknownNameError):
         resolve_policy("nope", "bert")
+    with pytest.raises(UnknownNameError, match="imitation"):
+        make_method("guided_ppo", stage="final")
 
 
 def test_policy_file_round_trip_and_refusals(tmp_path, policy_dir):
@@ -169,3 +171,5 @@ def test_shipped_policies_keep_each_model_out():
         assert model not in training.models
         assert training.command.startswith("python -m experiments.pretrain_guided_ppo")
     assert resolve_policy("auto", "vit_b16").name == "all"
+    assert resolve_policy("auto", "bert", "imitation").name == "no-bert-imitation"
+    assert resolve_policy("untrained", "bert", "imitation").name == "untrained"
