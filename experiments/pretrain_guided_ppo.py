@@ -52,7 +52,10 @@ from agents.sb3.policy_file import write_transfer_policy
 from agents.sb3.transfer_policy import transfer_weights
 from experiments.train_guided import task_problems
 from placement_gym.errors import PlacementError
+from placement_gym.problem import PlacementProblem
 from placement_gym.protocol import check_trainable
+from placement_gym.synthetic import KINDS as SYNTHETIC_KINDS
+from placement_gym.synthetic import op_cost_stats, random_benchmark
 
 MODELS = ("tiny_cnn", "tiny_bert", "inception_v3", "resnet50", "bert")
 PLATFORMS = ("cpu-dgpu", "cpu-igpu", "multi-accel", "model-parallel")
@@ -66,6 +69,19 @@ class Visit:
                  change: np.ndarray, weight: np.ndarray) -> None:  # fmt: skip
         self.task, self.placement, self.moves = task, placement, moves
         self.features, self.change, self.weight = features, change, weight
+
+
+def synthetic_problems(models: list[str], platforms: list[str], count: int, seed: int) -> list:
+    """``count`` random DAGs (:func:`placement_gym.synthetic.random_benchmark`, half layered, half
+    series-parallel, groups drawn from ``models``' op costs), each on every platform, unperturbed."""
+    stats = op_cost_stats(models)
+    rng = np.random.default_rng([seed, 11])
+    problems = []
+    for i in range(count):
+        bench = random_benchmark(stats, rng, kind=SYNTHETIC_KINDS[i % len(SYNTHETIC_KINDS)])
+        for name in platforms:
+            problems.append(PlacementProblem.make(bench, name, "simulated", reward="neg_latency_ms"))
+    return problems
 
 
 def collect(problems: list, ranker_of, args: argparse.Namespace, round_: int) -> tuple[list[Visit], int, int]:
@@ -151,6 +167,7 @@ def training_command(args: argparse.Namespace) -> str:
             f"--{key.replace('_', '-')}",
             *(map(str, value) if isinstance(value, list) else [str(value)]),
         ]
+    parts += ["--synthetic", str(args.synthetic)] if args.synthetic else []
     parts += ["--ablate-graph"] if args.ablate_graph else []
     return "python -m experiments.pretrain_guided_ppo " + shlex.join(parts)
 
@@ -168,6 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", type=int, default=2, help="cost perturbations per task (first: none)")
     parser.add_argument("--sigma", type=float, default=0.5, help="log-normal spread of the perturbations")
     parser.add_argument("--budget", type=int, default=200, help="evaluations per imitation episode")
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        help="random DAGs from the models' op costs, each on every platform",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="imitation rounds (2nd on: the policy ranks)")
     parser.add_argument("--negatives", type=int, default=256, help="non-improving moves kept per placement")
     parser.add_argument("--hard", type=int, default=64, help="top-ranked non-improving moves kept")
@@ -211,6 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     problems = [
         p for _, p in task_problems(args.models, args.platforms, args.variants, args.sigma, args.seed)
     ]
+    if args.synthetic:
+        problems += synthetic_problems(list(args.models), list(args.platforms), args.synthetic, args.seed)
     wall, cpu = time.perf_counter(), time.process_time()
 
     def account() -> None:
