@@ -41,6 +41,8 @@ METHODS: dict[str, str] = {
     "pretrained_ppo": "agents.sb3.pretrained_ppo:PretrainedPPO",
     # learned move scorer steering an improvement search (issue #11)
     "guided_improvement": "agents.learned.guided:GuidedImprovement",
+    # that search ranked by a MaskablePPO GNN policy over the same move features (issue #22)
+    "guided_ppo": "agents.sb3.guided_ppo:GuidedPPO",
 }
 
 

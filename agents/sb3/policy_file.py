@@ -1,7 +1,8 @@
 """The one reader of a saved policy folder (``meta.json`` + ``weights.pt``), of both kinds the project writes:
 an SB3 learner's (``SB3Method.save``, :class:`PolicyMeta`) and a pretrained device-free policy's
 (:func:`write_transfer_policy`, :class:`TransferMeta`; :mod:`agents.sb3.pretrained_ppo`). ``meta.json``'s
-``method`` says which: ``"pretrained_ppo"`` is a transfer policy, anything else an SB3 learner's.
+``method`` says which: ``"pretrained_ppo"`` and ``"guided_ppo"`` are transfer policies, anything else an
+SB3 learner's.
 
 Everything in the folder is checked before any of it reaches Stable-Baselines3 or torch builds a model:
 
@@ -48,6 +49,7 @@ from agents.sb3.policy_schema import (
     MAX_WEIGHTS_BYTES,
     POLICY_FORMAT,
     TRANSFER_METHOD,
+    TRANSFER_METHODS,
     PolicyMeta,
     TransferMeta,
 )
@@ -99,7 +101,7 @@ def read_meta(folder: str | os.PathLike) -> PolicyMeta | TransferMeta:
     """
     folder = Path(folder)
     data = _meta_json(folder)
-    schema = TransferMeta if data.get("method") == TRANSFER_METHOD else PolicyMeta
+    schema = TransferMeta if data.get("method") in TRANSFER_METHODS else PolicyMeta
     return _validate(schema, data, folder / "meta.json")
 
 
@@ -182,8 +184,7 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
     meta = read_meta(folder)
     if isinstance(meta, TransferMeta):
         raise PlacementGymError(
-            f"{folder} holds a {TRANSFER_METHOD} policy, not an SB3 learner's; "
-            f"use {TRANSFER_METHOD}:policy={folder}"
+            f"{folder} holds a {meta.method} policy, not an SB3 learner's; use {meta.method}:policy={folder}"
         )
     weights = _read_weights(folder, ("policy", "bounds"), device)
     bounds = weights["bounds"]
@@ -198,8 +199,11 @@ def read_policy(folder: str | os.PathLike, device: str = "cpu") -> PolicyFile:
     return PolicyFile(meta, weights["policy"], bounds)
 
 
-def read_transfer_policy(folder: str | os.PathLike, device: str = "cpu") -> TransferPolicyFile:
-    """Read and check a transfer policy's folder (written by :func:`write_transfer_policy`).
+def read_transfer_policy(
+    folder: str | os.PathLike, device: str = "cpu", method: str = TRANSFER_METHOD
+) -> TransferPolicyFile:
+    """Read and check a transfer policy's folder (written by :func:`write_transfer_policy`) of ``method``
+    (one of :data:`~agents.sb3.policy_schema.TRANSFER_METHODS`).
 
     Raises:
         PlacementGymError: For a folder of another method, anything :func:`read_meta` refuses, and the
@@ -207,10 +211,8 @@ def read_transfer_policy(folder: str | os.PathLike, device: str = "cpu") -> Tran
     """
     folder = Path(folder)
     data = _meta_json(folder)
-    if data.get("method") != TRANSFER_METHOD:
-        raise PlacementGymError(
-            f"{folder} holds a {quote(data.get('method'))} policy, not a {TRANSFER_METHOD} one"
-        )
+    if data.get("method") != method:
+        raise PlacementGymError(f"{folder} holds a {quote(data.get('method'))} policy, not a {method} one")
     meta = _validate(TransferMeta, data, folder / "meta.json")
     return TransferPolicyFile(meta, _read_weights(folder, ("policy",), device)["policy"])
 
@@ -221,9 +223,10 @@ def write_transfer_policy(
     arch: dict[str, Any],
     ppo: dict[str, Any],
     training: dict[str, Any],
+    method: str = TRANSFER_METHOD,
 ) -> Path:
     """Write a transfer policy: ``weights.pt`` (``{"policy": state_dict}``, tensors only) and ``meta.json``
-    (format, method, ``arch``, ``ppo`` and the ``training`` record), checked by :class:`TransferMeta`
+    (format, ``method``, ``arch``, ``ppo`` and the ``training`` record), checked by :class:`TransferMeta`
     first, so nothing is written that :func:`read_transfer_policy` would refuse.
 
     Returns:
@@ -237,7 +240,7 @@ def write_transfer_policy(
     folder = Path(folder)
     meta = {
         "format": POLICY_FORMAT,
-        "method": TRANSFER_METHOD,
+        "method": method,
         "arch": arch,
         "ppo": ppo,
         "training": training,
@@ -253,6 +256,7 @@ def write_transfer_policy(
 __all__ = [
     "POLICY_FORMAT",
     "TRANSFER_METHOD",
+    "TRANSFER_METHODS",
     "PolicyFile",
     "PolicyMeta",
     "TransferMeta",

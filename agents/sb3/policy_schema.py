@@ -71,6 +71,8 @@ FLOAT_BOUNDS: dict[str, tuple[float, float]] = {
 }
 #: The method whose folders hold a transfer policy (:class:`TransferMeta`).
 TRANSFER_METHOD = "pretrained_ppo"
+#: Every method whose folders hold a device-free policy in :class:`TransferMeta`'s format.
+TRANSFER_METHODS = (TRANSFER_METHOD, "guided_ppo")
 _DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
 _Name = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -331,6 +333,11 @@ class TrainingRecord(BaseModel):
     seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = None
     arch: TransferArch | None = None
     ppo: TransferPPO | None = None
+    #: Imitation (``guided_ppo``): placements whose whole neighbourhood was simulated, moves simulated,
+    #: listwise epochs.
+    placements: _Count | None = None
+    simulated_moves: _Count | None = None
+    epochs: _Count | None = None
     command: Annotated[str, Field(max_length=4096)] | None = None
 
 
@@ -340,7 +347,7 @@ class TransferMeta(BaseModel):
     model_config = _Frozen
 
     format: Literal[POLICY_FORMAT]  # type: ignore[valid-type]
-    method: Literal[TRANSFER_METHOD]  # type: ignore[valid-type]
+    method: Literal[TRANSFER_METHODS]  # type: ignore[valid-type]
     arch: TransferArch
     ppo: TransferPPO
     training: TrainingRecord = Field(default_factory=TrainingRecord)

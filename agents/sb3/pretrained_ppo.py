@@ -91,7 +91,7 @@ def resolve_policy(policy: str, model: str) -> Path:
     raise UnknownNameError("pretrained policy (a shipped name or a folder)", policy, shipped_policies())
 
 
-class _StopAt(BaseCallback):
+class StopAtEvaluations(BaseCallback):
     """Stops fine-tuning once ``limit`` evaluations are spent."""
 
     def __init__(self, tracker: BudgetTracker, limit: int) -> None:
@@ -171,7 +171,7 @@ class PretrainedPPO(PlacementMethod):
         torch.set_num_threads(1)
         try:
             if self.fine_tune:
-                model.learn(total_timesteps=10 * self.fine_tune, callback=_StopAt(tracker, self.fine_tune))
+                model.learn(total_timesteps=10 * self.fine_tune, callback=StopAtEvaluations(tracker, self.fine_tune))
             tuned = tracker.used
             if self.search == "rank":
                 self._ranked_descent(improve, model, tracker)
