@@ -137,7 +137,7 @@ def sustained(env_id: str, steps: int) -> dict[str, float]:
         actions = np.random.default_rng(0).integers(0, env.num_devices, size=(steps, env.num_groups))
         env.step(actions[0])
 
-        def episodes() -> None:
+        def episodes(env: gym.Env = env, actions: np.ndarray = actions) -> None:
             for a in actions:
                 env.reset()
                 env.step(a)

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.baselines.segment_solver import solve_decomposed
 from agents.baselines.milp import TIME_SCALE, build_milp
+from agents.baselines.segment_solver import solve_decomposed
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule
 

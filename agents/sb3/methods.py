@@ -23,8 +23,8 @@ import functools
 import json
 import pickle
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym

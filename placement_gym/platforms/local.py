@@ -46,7 +46,7 @@ import numpy as np
 
 from placement_gym.measured.boundary_costs import boundary_costs
 from placement_gym.platforms.devices import Device, Link, Platform
-from placement_gym.platforms.machine import cpu_info, machine_fingerprint
+from placement_gym.platforms.machine import cpu_info
 
 #: Compile properties of a virtual CPU device (one core each, able to run concurrently).
 VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}

@@ -12,9 +12,9 @@ import pytest
 from agents import make_method
 from agents.baselines.decomposition import find_cuts, segments
 from agents.baselines.exact import ExactPlacement
-from agents.baselines.segment_solver import solve_decomposed
 from agents.baselines.exact_memory import resident_bytes
 from agents.baselines.heft import heft_placement
+from agents.baselines.segment_solver import solve_decomposed
 from placement_gym.errors import PlacementGymError
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.schedule import Schedule

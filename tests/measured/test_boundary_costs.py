@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from placement_gym.errors import BackendError
-from placement_gym.platforms import load_platform
 from placement_gym.measured.boundary_costs import (
     CHAINS,
     block_placement,
@@ -16,6 +15,7 @@ from placement_gym.measured.boundary_costs import (
 )
 from placement_gym.measured.segments import split_segments
 from placement_gym.ov_graph import graph_from_ov
+from placement_gym.platforms import load_platform
 
 
 @pytest.mark.parametrize("kind", sorted(CHAINS))
