@@ -113,7 +113,9 @@ def run_tier(
     from agents.specs import parse_spec
     from experiments.bench import run_cell
     from placement_gym.protocol import BACKEND, COARSENING, SEEDS, VERSION, resolve_tasks, tier_budget
+    from placement_gym.results import cell_key
     from placement_gym.tasks import reference_optimum
+    from placement_gym.zoo import MODELS
 
     budget = tier_budget(tier)
     for spec in methods:  # an unknown method or a bad argument fails now, not after an hour of other cells
@@ -135,17 +137,28 @@ def run_tier(
             for seed in seeds:
                 if (task.model, task.platform, seed) in done:
                     continue
-                start = time.process_time()
-                row = run_cell(
-                    task.model, spec, seed, budget, task.platform, BACKEND, COARSENING,
-                    protocol_version=VERSION, tier=tier,
+                key = cell_key(
+                    task.model, MODELS[task.model].version, task.platform, BACKEND, COARSENING, spec, seed,
+                    budget, VERSION,
                 )  # fmt: skip
+                if not store.claim(key):  # stored meanwhile, or another live process runs it
+                    continue
+                start = time.process_time()
+                try:
+                    row = run_cell(
+                        task.model, spec, seed, budget, task.platform, BACKEND, COARSENING,
+                        protocol_version=VERSION, tier=tier,
+                    )  # fmt: skip
+                except BaseException:
+                    store.release(key)  # another writer may take the cell
+                    raise
                 row = compact(row)
                 if math.isnan(row.score):  # the protocol's row carries it; computed here if not
                     ref = reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
                     row = dataclasses.replace(row, score=ref.score(row.latency))
                 row = dataclasses.replace(row, extra={**row.extra, "code": code})
                 store.append(row)
+                store.release(key)  # append releases the row's own key; this one too if they differ
                 ran += 1
                 log(
                     f"{tier} {spec} {task.name} seed {seed}: score {row.score:.3f}, {row.evaluations} evals, "

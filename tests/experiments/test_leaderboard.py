@@ -47,3 +47,31 @@ def test_run_is_resumable_and_seedless_methods_run_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("a stored cell ran again"))
     assert run_tier("tiny", ["heft", "random_search"], tmp_path, tasks=task, log=lambda *_: None) == 0
+
+
+def test_a_cell_another_live_process_runs_is_skipped(tmp_path):
+    """Two `leaderboard --run` processes on one store share the cells instead of running each twice."""
+    import subprocess
+    import sys
+
+    from experiments.leaderboard import store_path
+    from placement_gym.protocol import VERSION
+    from placement_gym.results import ResultStore, _process_start, cell_key
+    from placement_gym.zoo import MODELS
+
+    version = MODELS["resnet50"].version
+    key = cell_key("resnet50", version, "cpu-igpu", "simulated", "fused", "random_search", 1, 100, VERSION)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        claimer = ResultStore(store_path(tmp_path, "tiny", "random_search"))
+        claimer._me = {"pid": other.pid, "host": claimer._me["host"], "started": _process_start(other.pid)}
+        assert claimer.claim(key)  # the other process's claim, as its own `--run` would write it
+        ran = run_tier("tiny", ["random_search"], tmp_path, tasks=["resnet50/cpu-igpu"], log=lambda *_: None)
+        assert ran == 4
+        seeds = sorted(r.seed for r in stored_rows(tmp_path)["tiny"])
+        assert seeds == [0, 2, 3, 4]
+    finally:
+        other.kill()
+        other.wait()
+    # its owner gone, the cell is taken over by the next run
+    assert run_tier("tiny", ["random_search"], tmp_path, tasks=["resnet50/cpu-igpu"], log=lambda *_: None) == 1
