@@ -17,17 +17,14 @@ the mean over its member groups.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
 from agents.learned.moves import MOVE_FEATURES, Moves
-from agents.sb3.transfer_policy import _DF, _KINDS, _NDF, _PAD_LOGIT, DeviceFreeExtractor
+from agents.sb3.transfer_policy import _DF, _KINDS, _NDF, _PAD_LOGIT, DeviceFreeExtractor, PairScoringPolicy
 from placement_gym.envs import DevicePlacementImproveEnv
 from placement_gym.envs.observation import one_hot, static_arrays
 from placement_gym.errors import PlacementGymError
@@ -155,9 +152,10 @@ class MoveScoringHead(nn.Module):
         return self.forward_actor(features), self.forward_critic(features)
 
 
-class GuidedPPOPolicy(MaskableActorCriticPolicy):
+class GuidedPPOPolicy(PairScoringPolicy):
     """sb3-contrib ``MaskableActorCriticPolicy`` with :class:`MoveFeatureExtractor` and
     :class:`MoveScoringHead`; action ``Discrete(M * D)`` (send set ``a // D`` to device ``a % D``).
+    Everything but the two classes is :class:`~agents.sb3.transfer_policy.PairScoringPolicy`'s.
 
     Args:
         observation_space: :class:`~agents.sb3.move_observation.MoveFeatureObservation`'s ``Dict``.
@@ -170,38 +168,8 @@ class GuidedPPOPolicy(MaskableActorCriticPolicy):
         PlacementGymError: If the action space is not ``Discrete(M * D)`` for the observation.
     """
 
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        action_space: spaces.Space,
-        lr_schedule: Schedule,
-        net_arch: list[int] | dict[str, list[int]] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        m, d = observation_space["placement"].shape
-        if "move_members" in observation_space.spaces:
-            m = observation_space["move_members"].shape[0]
-        if not (isinstance(action_space, spaces.Discrete) and action_space.n == m * d):
-            raise PlacementGymError(
-                f"action space {action_space} is not Discrete({m} * {d}) (move set, device)"
-            )
-        kwargs["features_extractor_class"] = MoveFeatureExtractor
-        kwargs["ortho_init"] = False  # initialisation is explicit
-        super().__init__(observation_space, action_space, lr_schedule, net_arch or [64], **kwargs)
-
-    def _build_mlp_extractor(self) -> None:
-        arch = (
-            self.net_arch if isinstance(self.net_arch, dict) else {"pi": self.net_arch, "vf": self.net_arch}
-        )
-        self.mlp_extractor = MoveScoringHead(self.features_extractor, list(arch["pi"]), list(arch["vf"]))
-
-    def _build(self, lr_schedule: Schedule) -> None:
-        self._build_mlp_extractor()
-        self.action_net = nn.Identity()  # the head already outputs logits
-        self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, 1)
-        nn.init.orthogonal_(self.value_net.weight, gain=1.0)
-        nn.init.zeros_(self.value_net.bias)
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+    extractor_class = MoveFeatureExtractor
+    head_class = MoveScoringHead
 
 
 class PolicyRanker:

@@ -25,7 +25,7 @@ the action ``Discrete(M * D)``; it is used with sb3-contrib's ``MaskablePPO``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from gymnasium import spaces
@@ -264,6 +264,10 @@ class PairScoringPolicy(MaskableActorCriticPolicy):
         PlacementGymError: If the action space is not ``Discrete(M * D)`` for the observation.
     """
 
+    #: The features extractor and the head (a subclass swaps both: the same spaces, checks and build).
+    extractor_class: ClassVar[type[nn.Module]] = DeviceFreeExtractor
+    head_class: ClassVar[type[nn.Module]] = PairScoringHead
+
     def __init__(
         self,
         observation_space: spaces.Dict,
@@ -279,7 +283,7 @@ class PairScoringPolicy(MaskableActorCriticPolicy):
             raise PlacementGymError(
                 f"action space {action_space} is not Discrete({n} * {d}) (move set, device)"
             )
-        kwargs["features_extractor_class"] = DeviceFreeExtractor
+        kwargs["features_extractor_class"] = self.extractor_class
         kwargs["ortho_init"] = False  # initialisation is explicit
         super().__init__(observation_space, action_space, lr_schedule, net_arch or [64], **kwargs)
 
@@ -287,7 +291,7 @@ class PairScoringPolicy(MaskableActorCriticPolicy):
         arch = self.net_arch
         if not isinstance(arch, dict):
             arch = {"pi": arch, "vf": arch}
-        self.mlp_extractor = PairScoringHead(self.features_extractor, list(arch["pi"]), list(arch["vf"]))
+        self.mlp_extractor = self.head_class(self.features_extractor, list(arch["pi"]), list(arch["vf"]))
 
     def _build(self, lr_schedule: Schedule) -> None:
         self._build_mlp_extractor()
