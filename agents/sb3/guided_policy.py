@@ -24,7 +24,13 @@ from gymnasium import spaces
 from torch import Tensor, nn
 
 from agents.learned.moves import MOVE_FEATURES, Moves
-from agents.sb3.transfer_policy import _DF, _KINDS, _NDF, _PAD_LOGIT, DeviceFreeExtractor, PairScoringPolicy
+from agents.sb3.transfer_policy import (
+    _DF,
+    _PAD_LOGIT,
+    DeviceFreeExtractor,
+    PairScoringPolicy,
+    split_features,
+)
 from placement_gym.envs import DevicePlacementImproveEnv
 from placement_gym.envs.observation import one_hot, static_arrays
 from placement_gym.errors import PlacementGymError
@@ -67,13 +73,9 @@ class MoveFeatureExtractor(DeviceFreeExtractor):
 
 
 def _split(base: Tensor, ex: DeviceFreeExtractor) -> tuple[Tensor, ...]:
-    """:class:`DeviceFreeExtractor`'s flat output as set embeddings, set mask, context, kinds, per-pair
-    features, device descriptors and shares (its documented layout)."""
-    m, d, h, c = ex.num_moves, ex.num_devices, ex.hidden, ex.context_dim
-    sizes = [m * h, m, c, m * _KINDS, m * d * _NDF, d * _DF, m * d]
-    nodes, mask, ctx, kinds, ndf, df, place = torch.split(base, sizes, dim=1)
-    b = base.shape[0]
-    return nodes.reshape(b, m, h), mask > 0.5, ctx, kinds, ndf, df.reshape(b, d, _DF), place
+    """:class:`DeviceFreeExtractor`'s flat output of ``ex``, split by
+    :func:`~agents.sb3.transfer_policy.split_features`."""
+    return split_features(base, ex.num_moves, ex.num_devices, ex.hidden, ex.context_dim)
 
 
 class MoveScoringHead(nn.Module):

@@ -175,6 +175,24 @@ class DeviceFreeExtractor(BaseFeaturesExtractor):
         )
 
 
+def split_features(features: Tensor, n: int, d: int, h: int, c: int) -> tuple[Tensor, ...]:
+    """:class:`DeviceFreeExtractor`'s flat output (``n`` sets, ``d`` devices, width ``h``, context ``c``)
+    as set embeddings ``(B, n, h)``, set mask, context, kinds ``(B, n, K)``, per-pair features
+    ``(B, n, d, F)``, device descriptors ``(B, d, F')`` and shares ``(B, n, d)``: its documented layout."""
+    sizes = [n * h, n, c, n * _KINDS, n * d * _NDF, d * _DF, n * d]
+    nodes, mask, ctx, kinds, ndf, df, place = torch.split(features, sizes, dim=1)
+    b = features.shape[0]
+    return (
+        nodes.reshape(b, n, h),
+        mask > 0.5,
+        ctx,
+        kinds.reshape(b, n, _KINDS),
+        ndf.reshape(b, n, d, _NDF),
+        df.reshape(b, d, _DF),
+        place.reshape(b, n, d),
+    )
+
+
 class PairScoringHead(nn.Module):
     """Takes the place of SB3's ``mlp_extractor``: one logit per (group, device) pair, a value latent.
 
@@ -208,19 +226,7 @@ class PairScoringHead(nn.Module):
 
     def split(self, features: Tensor) -> tuple[Tensor, ...]:
         """Set embeddings, mask, context, kinds, per-pair features, device descriptors, shares."""
-        n, d, h, c = self.n, self.d, self.h, self.c
-        sizes = [n * h, n, c, n * _KINDS, n * d * _NDF, d * _DF, n * d]
-        nodes, mask, ctx, kinds, ndf, df, place = torch.split(features, sizes, dim=1)
-        b = features.shape[0]
-        return (
-            nodes.reshape(b, n, h),
-            mask > 0.5,
-            ctx,
-            kinds.reshape(b, n, _KINDS),
-            ndf.reshape(b, n, d, _NDF),
-            df.reshape(b, d, _DF),
-            place.reshape(b, n, d),
-        )
+        return split_features(features, self.n, self.d, self.h, self.c)
 
     def forward_actor(self, features: Tensor) -> Tensor:
         """Logits ``(B, M * D)``, set-major (action ``m * D + d``); empty (padding) sets at -1e8."""
