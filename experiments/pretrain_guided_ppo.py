@@ -56,8 +56,9 @@ from placement_gym.problem import PlacementProblem
 from placement_gym.protocol import check_trainable
 from placement_gym.synthetic import KINDS as SYNTHETIC_KINDS
 from placement_gym.synthetic import op_cost_stats, random_benchmark
+from placement_gym.zoo import BENCHMARK_MODELS, PRETRAIN_MODELS
 
-MODELS = ("tiny_cnn", "tiny_bert", "inception_v3", "resnet50", "bert")
+MODELS = ("tiny_cnn", "tiny_bert", *BENCHMARK_MODELS, *PRETRAIN_MODELS)
 PLATFORMS = ("cpu-dgpu", "cpu-igpu", "multi-accel", "model-parallel")
 STAGES = ("untrained", "imitation", "ppo")
 
@@ -168,7 +169,7 @@ def training_command(args: argparse.Namespace) -> str:
             *(map(str, value) if isinstance(value, list) else [str(value)]),
         ]
     parts += ["--synthetic", str(args.synthetic)] if args.synthetic else []
-    parts += ["--ablate-graph"] if args.ablate_graph else []
+    parts += ["--graph-free-imitation"] if args.graph_free_imitation else []
     return "python -m experiments.pretrain_guided_ppo " + shlex.join(parts)
 
 
@@ -204,9 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-steps", type=int, default=32, help="moves per PPO episode")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--ablate-graph",
+        "--graph-free-imitation",
         action="store_true",
-        help="ablation: imitation with the logit's GNN and device inputs at 0",
+        help="imitation with the logit's GNN and device inputs held at 0 (PPO then trains them from 0)",
     )
     parser.add_argument("--ship", help="write the policy in the safe format to this folder and stop")
     parser.add_argument("--stage", choices=STAGES, default="ppo", help="which weights --ship writes")
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
 
     model = ppo_model(improve_env(problems[0], args.max_steps), None, args.chunk, args.seed)
     policy = model.policy
-    if args.ablate_graph:  # the ablation: the logit's GNN and device inputs held at zero weight
+    if args.graph_free_imitation:  # imitation fits the logit on the move features alone
         for layer in (policy.mlp_extractor.set_in, policy.mlp_extractor.device_in):
             torch.nn.init.zeros_(layer.weight)
             layer.weight.requires_grad_(False)

@@ -2,9 +2,11 @@
 
 One run per (task, method, seed) with the largest checkpoint as its budget; the score at a checkpoint
 ``n`` is the normalised score (0: best single device, 1: stored optimum) of the best placement among the
-run's first ``n`` evaluations. The SB3 learners train with a constant learning rate, so the first ``n``
-evaluations of a long run are the evaluations of a run with budget ``n`` (up to the final deterministic
-placement, which is one evaluation). Rows are JSON lines (one per run, written when the run ends); a
+run's first ``n`` evaluations. Where a method's settings do not depend on its budget, the first ``n``
+evaluations of a long run are those of a run with budget ``n`` (up to the final deterministic placement,
+one evaluation); ``ppo_gnn`` and ``maskable_ppo_gnn`` take a learning rate that falls with the budget
+(:func:`agents.sb3.recipe.budget_learning_rate`), so their score at budget ``n`` is a run with
+``--checkpoints ... n`` as its largest. Rows are JSON lines (one per run, written when the run ends); a
 rerun skips every run already stored, so the script resumes. ``--table`` prints the medians over seeds.
 
     nice -n 10 python -m experiments.rl_curves --out /work/data/rl-policy/curves \

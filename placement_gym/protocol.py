@@ -9,6 +9,8 @@ Protocol ``v1``:
 * **Tasks**: ``train``, the 12-task suite (3 zoo models x 4 simulated platforms, fused coarsening), and
   ``held-out``, the held-out model families on the two platforms they have optima for. Held-out models
   are never trained on: :func:`check_trainable` refuses them in the project's training entry points.
+  Learned methods may also pretrain on the zoo's pretraining-only families (``mobilenet_v2``,
+  ``efficientnet_b0``, ``gpt2``), which are never tasks.
 * **Score**: the normalised score of the returned placement's simulated latency against the task's stored
   proven optimum (:mod:`placement_gym.tasks`): 0 = the best single device, 1 = the optimum.
 
@@ -106,6 +108,7 @@ def check_trainable(models: list[str] | tuple[str, ...] | str) -> None:
         raise ConfigError(
             f"{', '.join(held)} {'is a' if len(held) == 1 else 'are'} held-out model "
             f"famil{'y' if len(held) == 1 else 'ies'} of protocol {VERSION}: never used for training "
-            f"(train on {', '.join(TRAIN_MODELS)} or the tiny test models; evaluate held-out families "
+            f"(train on {', '.join(TRAIN_MODELS)}, the pretraining-only families or the tiny test models; "
+            "evaluate held-out families "
             "zero-shot with `placement-gym bench --tier ... --tasks held-out`)"
         )

@@ -146,6 +146,38 @@ def _convnext(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     return build
 
 
+_GPT2_SMALL = dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)
+
+
+def _gpt2(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import GPT2Config, GPT2Model
+
+        config = GPT2Config(**cfg, attn_implementation="eager", use_cache=False)  # no KV cache: a static graph
+        return _TokensToHidden(GPT2Model(config))
+
+    return build
+
+
+def _mobilenet_v2() -> nn.Module:
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    return _ImageInput(MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=1000)))
+
+
+def _efficientnet_b0() -> nn.Module:
+    from transformers import EfficientNetConfig, EfficientNetForImageClassification
+
+    config = EfficientNetConfig(
+        width_coefficient=1.0, depth_coefficient=1.0, image_size=224, hidden_dim=1280, num_labels=1000
+    )  # the B0 scaling (the config's defaults are B7's)
+    model = EfficientNetForImageClassification(config)
+    # transformers pools with AvgPool2d(kernel=hidden_dim, ceil_mode=True): a global mean that OpenVINO's
+    # shape inference rejects (kernel 1280 > 7x7 map); the same mean, as OpenVINO reads it:
+    model.efficientnet.pooler = nn.AdaptiveAvgPool2d(1)
+    return _ImageInput(model)
+
+
 def _inception_v3() -> nn.Module:
     from placement_gym.zoo.inception_v3 import InceptionV3
 
@@ -218,6 +250,30 @@ MODELS: dict[str, ModelSpec] = {
             {**_CONVNEXT_T, "input": [1, 3, 224, 224]},
         ),
         ModelSpec(
+            "mobilenet_v2",
+            1,
+            "MobileNet-V2 (transformers), 224x224, batch 1 (pretraining only)",
+            _seeded(_mobilenet_v2),
+            _image(224),
+            {"input": [1, 3, 224, 224], "num_labels": 1000},
+        ),
+        ModelSpec(
+            "efficientnet_b0",
+            1,
+            "EfficientNet-B0 (transformers), 224x224, batch 1 (pretraining only)",
+            _seeded(_efficientnet_b0),
+            _image(224),
+            {"input": [1, 3, 224, 224], "width": 1.0, "depth": 1.0, "num_labels": 1000},
+        ),
+        ModelSpec(
+            "gpt2",
+            1,
+            "GPT-2 small decoder (no KV cache), sequence length 128, batch 1 (pretraining only)",
+            _seeded(_gpt2(_GPT2_SMALL)),
+            _tokens(128),
+            {**_GPT2_SMALL, "seq_len": 128, "attn": "eager"},
+        ),
+        ModelSpec(
             "tiny_bert",
             1,
             "2-layer BERT, hidden 32, sequence length 16 (tests)",
@@ -256,6 +312,8 @@ MODELS: dict[str, ModelSpec] = {
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")
 #: Model families kept out of training, for zero-shot transfer tests (issue #11): never train on them.
 HELD_OUT_MODELS = ("vit_b16", "convnext_t")
+#: Further families for pretraining learned methods only: never in a benchmark table or the suite.
+PRETRAIN_MODELS = ("mobilenet_v2", "efficientnet_b0", "gpt2")
 
 
 def get_spec(name: str) -> ModelSpec:

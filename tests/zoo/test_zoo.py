@@ -29,7 +29,7 @@ def test_unknown_model_lists_known_and_suggests():
     msg = str(err.value)
     assert (
         "unknown model 'bret'" in msg
-        and "bert, convnext_t, inception_v3, resnet50" in msg
+        and "bert, convnext_t, efficientnet_b0, gpt2, inception_v3" in msg
         and "Did you mean 'bert'" in msg
     )
 
