@@ -1,8 +1,9 @@
 """Train the ``guided_ppo`` policy: imitation of the simulator's move ranking, then MaskablePPO.
 
-Training tasks are zoo models (``--models``; leave one out for the suite's leave-one-model-out policies)
-on the built-in platforms with randomly perturbed costs (:func:`experiments.train_guided.task_problems`:
-``--variants`` per task, the first unperturbed), all simulated.
+Training tasks are zoo models (``--models``, by default the tiny models, the benchmark models and the
+pretraining-only families; leave one out for the suite's leave-one-model-out policies) on the built-in
+platforms with randomly perturbed costs (:func:`experiments.train_guided.task_problems`: ``--variants``
+per task, the first unperturbed), all simulated.
 
 1. **Imitation** (DOPPLER's warm start, Mo et al., "DOPPLER: Dual-Policy Learning for Device Assignment
    in Asynchronous Dataflow Graphs", 2024; the listwise loss of :mod:`agents.learned.listwise`): per
@@ -11,21 +12,25 @@ on the built-in platforms with randomly perturbed costs (:func:`experiments.trai
    it ranks, every proposed move (windows included) is simulated, and the improving ones, the
    ``--hard`` the current ranker puts first and ``--negatives`` others are kept. The policy's logits
    (:class:`~agents.sb3.guided_policy.PolicyRanker`: GNN embeddings at that placement, move features,
-   device descriptors) are fitted listwise to put the best improving moves first.
+   device descriptors) are fitted listwise to put the best improving moves first; with
+   ``--graph-free-imitation`` the logit's GNN and device inputs stay at zero weight here, so it is
+   fitted on the move features alone (the shipped recipe: it transfers better to unseen models).
 2. **PPO**: ``--ppo-steps`` MaskablePPO steps on the improvement MDP of drawn tasks with the move
    features in the observation (:class:`~agents.sb3.move_observation.MoveFeatureObservation`), from the
    imitation weights (``--chunk`` steps per task; episodes of ``--max-steps`` moves from HEFT or a random
-   placement).
+   placement). PPO trains every weight, the GNN and device inputs included.
 
 The run is resumable (``--out`` holds the checkpoints and ``progress.json``, outside git). ``--ship DIR``
 writes the policy in the safe format (:mod:`agents.sb3.policy_file`) with its cost and command;
 ``--stage untrained`` / ``imitation`` ship the initial weights (the control; the feature normalisation
 of the imitation data included) or the imitation weights instead of the final ones.
 
-    nice -n 10 python -m experiments.pretrain_guided_ppo --out /work/data/guided-ppo/all
-    python -m experiments.pretrain_guided_ppo --out /work/data/guided-ppo/all --ship agents/sb3/pretrained-guided/all
-    nice -n 10 python -m experiments.pretrain_guided_ppo --out /work/data/guided-ppo/no-bert \\
-        --models tiny_cnn tiny_bert inception_v3 resnet50
+    nice -n 10 python -m experiments.pretrain_guided_ppo --out DIR/all --graph-free-imitation
+    python -m experiments.pretrain_guided_ppo --out DIR/all --graph-free-imitation --ship agents/sb3/pretrained-guided/all
+    nice -n 10 python -m experiments.pretrain_guided_ppo --out DIR/no-bert --graph-free-imitation \\
+        --models tiny_cnn tiny_bert inception_v3 resnet50 mobilenet_v2 efficientnet_b0 gpt2
+
+(the shipped policies' exact settings are in ``docs/guided-ppo.md`` and each policy's ``meta.json``)
 """
 
 from __future__ import annotations
