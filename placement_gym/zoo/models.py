@@ -154,6 +154,7 @@ def _gpt2(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
         from transformers import GPT2Config, GPT2Model
 
         config = GPT2Config(**cfg, attn_implementation="eager", use_cache=False)  # no KV cache: a static graph
+        # BERT's three inputs; GPT-2 embeds token_type_ids with its token table (one lookup more)
         return _TokensToHidden(GPT2Model(config))
 
     return build
