@@ -73,13 +73,13 @@ _IMPROVE_PPO = {
 #: The one-shot PPO learning rate at or below :data:`LR_REFERENCE_BUDGET` evaluations, and how it falls
 #: past it (:func:`budget_learning_rate`; docs/rl.md has the measurements).
 LR_REFERENCE_BUDGET = 500
-LR_BUDGET_EXPONENT = 0.5
+LR_BUDGET_EXPONENT = 0.6
 
 
 def budget_learning_rate(budget: int, base: float = _ONESHOT_PPO["learning_rate"]) -> float:
     """One-shot PPO's learning rate for a run of ``budget`` evaluations:
     ``base * min(1, LR_REFERENCE_BUDGET / budget) ** LR_BUDGET_EXPONENT`` (1e-3 up to 500 evaluations,
-    3.2e-4 at 5,000, 1.6e-4 at 20,000). A one-shot episode is one placement, so the policy's logits move
+    2.5e-4 at 5,000, 1.1e-4 at 20,000). A one-shot episode is one placement, so the policy's logits move
     by about the learning rate times the pair-bias scale per gradient step: at 1e-3 the policy settles on
     one placement within about 500 evaluations and then only repeats it, while a smaller rate keeps
     sampling new placements for longer and ends better at larger budgets.
