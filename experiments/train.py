@@ -444,6 +444,11 @@ def run_from_args(args: argparse.Namespace) -> None:
             continue  # an unknown ID: make_env says so
         if isinstance(model, str):
             check_trainable(model)
+    if len(args.env) == 1 and (args.max_nodes is not None or args.max_edges is not None):
+        raise ConfigError(
+            "--max-nodes and --max-edges pad the graphs of multi-task training (several --env); "
+            "with one --env they do nothing: drop them"
+        )
     if len(args.env) > 1:
         out = args.out or Path("runs") / "multitask" / f"{args.agent}-s{args.seed}"
         results = train_tasks(

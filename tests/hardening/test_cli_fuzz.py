@@ -141,8 +141,8 @@ def train_lines(draw, out: Path) -> tuple[list[str], bool]:
         ("--seed", _either(st.integers(0, 2**32 - 1), st.integers(-5, 2**33)).map(lambda v: (str(v), 0 <= v < 2**32))),
         ("--checkpoint-every", _int(0)),
         ("--n-envs", _int(1, 4)),
-        ("--max-nodes", _int(64, 512)),
-        ("--max-edges", _int(64, 512)),
+        ("--max-nodes", _int(64, 512).map(lambda d: (d[0], False))),  # with one --env: refused
+        ("--max-edges", _int(64, 512).map(lambda d: (d[0], False))),
         ("--env-kwargs", _either(st.none(), st.sampled_from(["{", "[]", '{"a": NaN}', '{"a": 1e999}']))),
         ("--agent-kwargs", _either(st.none(), st.sampled_from(['{"x": Infinity}', "1"]))),
     ):
