@@ -43,6 +43,7 @@ def _one_line_error(capsys) -> str:
         ([*TRAIN, "--checkpoint-every", "-4"], "--checkpoint-every: must be >= 0, got -4"),
         ([*TRAIN, "--n-envs", "0"], "--n-envs: must be >= 1"),
         ([*TRAIN, "--max-nodes", "-2"], "--max-nodes: must be >= 1"),
+        ([*TRAIN, "--max-edges", "64"], "--max-nodes and --max-edges pad the graphs of multi-task training"),
         ([*BENCH, "--seeds", "0", "0", "1"], "--seeds: 0 is given twice"),
         ([*BENCH, "--methods", "heft", "heft"], "--methods: heft is given twice"),
         ([*BENCH, "--methods", "milp:time_limit=30", "milp:time_limit=30.0"], "milp:time_limit=30 is given twice"),
