@@ -253,6 +253,24 @@ def write_transfer_policy(
     return folder
 
 
+def shipped_policy_names(shipped: Path) -> list[str]:
+    """Names of the policy folders (those with a ``meta.json``) in the folder ``shipped``."""
+    return sorted(p.name for p in shipped.glob("*") if (p / "meta.json").is_file())
+
+
+def policy_folder(policy: str, shipped: Path, what: str) -> Path:
+    """The folder of ``policy``: a name shipped in ``shipped``, else a path to a policy folder.
+
+    Raises:
+        UnknownNameError: For a name that is neither (the message names ``what`` and lists the shipped ones).
+    """
+    if (shipped / policy / "meta.json").is_file():
+        return shipped / policy
+    if Path(policy, "meta.json").is_file():
+        return Path(policy)
+    raise UnknownNameError(what, policy, shipped_policy_names(shipped))
+
+
 __all__ = [
     "POLICY_FORMAT",
     "TRANSFER_METHOD",
@@ -263,6 +281,8 @@ __all__ = [
     "TransferPolicyFile",
     "read_meta",
     "read_policy",
+    "policy_folder",
     "read_transfer_policy",
+    "shipped_policy_names",
     "write_transfer_policy",
 ]

@@ -46,7 +46,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.sb3.policy_file import read_transfer_policy
+from agents.sb3.policy_file import policy_folder, read_transfer_policy, shipped_policy_names
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS
 from placement_gym.envs import DevicePlacementImproveEnv
@@ -72,7 +72,7 @@ _COST_KEYS = ("env_steps", "evaluations", "wall_s", "cpu_s", "cores", "load_1min
 
 def shipped_policies() -> list[str]:
     """Names of the policies shipped in :data:`PRETRAINED_DIR`."""
-    return sorted(p.name for p in PRETRAINED_DIR.glob("*") if (p / "meta.json").is_file())
+    return shipped_policy_names(PRETRAINED_DIR)
 
 
 def resolve_policy(policy: str, model: str) -> Path:
@@ -84,11 +84,7 @@ def resolve_policy(policy: str, model: str) -> Path:
     if policy == "auto":
         own = PRETRAINED_DIR / f"no-{model}"
         policy = own.name if model in BENCHMARK_MODELS and own.is_dir() else "all"
-    if (PRETRAINED_DIR / policy / "meta.json").is_file():
-        return PRETRAINED_DIR / policy
-    if Path(policy, "meta.json").is_file():
-        return Path(policy)
-    raise UnknownNameError("pretrained policy (a shipped name or a folder)", policy, shipped_policies())
+    return policy_folder(policy, PRETRAINED_DIR, "pretrained policy (a shipped name or a folder)")
 
 
 class StopAtEvaluations(BaseCallback):
