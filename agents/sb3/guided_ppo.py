@@ -17,10 +17,10 @@ budget counts only the target task's evaluations (``fine_tune`` included); the t
 result's ``extra["pretraining"]``.
 
 Shipped policies (``agents/sb3/pretrained-guided/<name>/``, the safe format of
-:mod:`agents.sb3.policy_file`): ``all`` (trained on the zoo's training models: the three suite models and
-the two tiny ones), ``no-<model>`` (the same without ``<model>``: leave-one-model-out), ``untrained``
-(the initial weights: the control), and ``<name>-imitation`` (the weights before the PPO stage, for the
-ablation ``stage="imitation"``). ``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
+:mod:`agents.sb3.policy_file`): ``all`` (trained on the three suite models, the two tiny ones and the
+pretraining-only families :data:`placement_gym.zoo.PRETRAIN_MODELS`), ``no-<model>`` (the same without
+``<model>``: leave-one-model-out), ``untrained`` (the initial weights: the control), and
+``<name>-imitation`` (the weights before the PPO stage, for the ablation ``stage="imitation"``). ``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
 
 Example::
 
@@ -41,7 +41,12 @@ from agents.learned.guided import TABUS
 from agents.learned.search import guided_search
 from agents.sb3.guided_policy import GuidedPPOPolicy, PolicyRanker
 from agents.sb3.move_observation import MoveFeatureObservation
-from agents.sb3.policy_file import TransferPolicyFile, read_transfer_policy
+from agents.sb3.policy_file import (
+    TransferPolicyFile,
+    policy_folder,
+    read_transfer_policy,
+    shipped_policy_names,
+)
 from agents.sb3.pretrained_ppo import StopAtEvaluations
 from agents.sb3.transfer_policy import transfer_weights
 from placement_gym import BENCHMARK_MODELS
@@ -71,7 +76,7 @@ ENV_MOVES = "single,class,segment,branch"
 
 def shipped_policies() -> list[str]:
     """Names of the policies shipped in :data:`PRETRAINED_DIR`."""
-    return sorted(p.name for p in PRETRAINED_DIR.glob("*") if (p / "meta.json").is_file())
+    return shipped_policy_names(PRETRAINED_DIR)
 
 
 def resolve_policy(policy: str, model: str, stage: str = "ppo") -> Path:
@@ -87,11 +92,7 @@ def resolve_policy(policy: str, model: str, stage: str = "ppo") -> Path:
         policy = f"no-{model}" if model in BENCHMARK_MODELS else "all"
     if stage == "imitation" and policy != "untrained" and (PRETRAINED_DIR / policy).is_dir():
         policy = f"{policy}-imitation"
-    if (PRETRAINED_DIR / policy / "meta.json").is_file():
-        return PRETRAINED_DIR / policy
-    if Path(policy, "meta.json").is_file():
-        return Path(policy)
-    raise UnknownNameError("guided_ppo policy (a shipped name or a folder)", policy, shipped_policies())
+    return policy_folder(policy, PRETRAINED_DIR, "guided_ppo policy (a shipped name or a folder)")
 
 
 def ppo_model(env: gym.Env, saved: TransferPolicyFile | None, n_steps: int, seed: int, **ppo: Any):
