@@ -48,7 +48,7 @@ import torch
 
 from agents.base import BudgetTracker
 from agents.learned.guided import memory_binds
-from agents.learned.listwise import listwise_targets, sample_neighbourhood
+from agents.learned.listwise import listwise_targets, sample_neighbourhood, simulated_changes
 from agents.learned.moves import Moves
 from agents.learned.search import EstimateRanker, NoisyRanker, guided_search
 from agents.sb3.guided_policy import PolicyRanker
@@ -107,8 +107,7 @@ def collect(problems: list, ranker_of, args: argparse.Namespace, round_: int) ->
             nonlocal simulated
             if hasattr(plain, "visit"):
                 plain.visit(placement, latency, moves, features)
-            lat, over, _ = schedule.run_batch(moves.apply_all(placement))
-            change = np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
+            change = simulated_changes(schedule, placement, latency, moves)
             simulated += len(moves)
             hard = plain.scores(features, moves)
             index = np.arange(len(moves))[:, None]  # sample rows by index

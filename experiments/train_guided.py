@@ -27,7 +27,7 @@ import numpy as np
 
 from agents.base import BudgetTracker
 from agents.baselines.common import allowed_devices
-from agents.learned.listwise import Neighbourhoods, fit_listwise, sample_neighbourhood
+from agents.learned.listwise import Neighbourhoods, fit_listwise, sample_neighbourhood, simulated_changes
 from agents.learned.moves import MoveFeaturizer, Moves, branch_sets, propose, twin_classes
 from agents.learned.scorer import IMPROVES, PRETRAINED, MoveScorer, fit_scorer
 from agents.learned.search import CostRanker, NoisyRanker, guided_search
@@ -134,8 +134,7 @@ def collect_neighbourhoods(
             sample_rng=sample_rng,
         ) -> np.ndarray:
             nonlocal simulated
-            lat, over, _ = schedule.run_batch(moves.apply_all(placement))
-            change = np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
+            change = simulated_changes(schedule, placement, latency, moves)
             simulated += len(moves)
             scores = hard_of.scores(features, moves) if hard and hard_of is not None else None
             f, c, w = sample_neighbourhood(features, change, negatives, sample_rng, scores, hard)

@@ -14,11 +14,16 @@ the softmax's denominator, subsampled with weights that keep the denominator unb
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from agents.learned.scorer import IMPROVES, MoveScorer, from_torch, torch_mlp
 from placement_gym.errors import PlacementGymError
+
+if TYPE_CHECKING:
+    from agents.learned.moves import Moves
+    from placement_gym.simulation.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,13 @@ class Neighbourhoods:
             np.concatenate([p.weight for p in parts]),
             np.concatenate(states) if states else np.zeros(0, dtype=np.int64),
         )
+
+
+def simulated_changes(schedule: Schedule, placement: np.ndarray, latency: float, moves: Moves) -> np.ndarray:
+    """Every move of ``moves`` from ``placement`` (latency ``latency``) simulated in one batch: the relative
+    latency changes ``(K,)``, ``1.0`` for a move that breaks memory or has no finite latency."""
+    lat, over, _ = schedule.run_batch(moves.apply_all(placement))
+    return np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
 
 
 def sample_neighbourhood(

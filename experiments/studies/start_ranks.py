@@ -18,6 +18,7 @@ import numpy as np
 
 from agents.base import BudgetTracker
 from agents.baselines.common import allowed_devices
+from agents.learned.listwise import simulated_changes
 from agents.learned.moves import KINDS, MoveFeaturizer, branch_sets, propose, twin_classes
 from agents.learned.scorer import IMPROVES, MoveScorer
 from agents.learned.search import EstimateRanker, start_placements
@@ -45,8 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         placement, latency = starts[best], float(results[best].latency)
         moves = propose(placement, allowed, twin_classes(cost), branch_sets(cost))
         features = MoveFeaturizer(cost).features(placement, latency, moves)
-        lat, over, _ = problem.backend.schedule.run_batch(moves.apply_all(placement))
-        change = np.where((over < 0) & np.isfinite(lat), lat / latency - 1.0, 1.0)
+        change = simulated_changes(problem.backend.schedule, placement, latency, moves)
         improving = np.flatnonzero(change < -IMPROVES)
         kinds = {
             KINDS[k]: int(n) for k, n in enumerate(np.bincount(moves.kind[improving], minlength=len(KINDS)))
