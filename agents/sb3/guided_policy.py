@@ -174,6 +174,13 @@ class GuidedPPOPolicy(PairScoringPolicy):
     head_class = MoveScoringHead
 
 
+def ranker_space(env: DevicePlacementImproveEnv) -> spaces.Dict:
+    """``env``'s observation space plus the ``move_features`` key of
+    :class:`~agents.sb3.move_observation.MoveFeatureObservation` (for one set per group, ``(G, D, F)``)."""
+    move_features = spaces.Box(-10, 10, (env.max_nodes, env.num_devices, F), np.float32)
+    return spaces.Dict({**env.observation_space.spaces, "move_features": move_features})
+
+
 class PolicyRanker:
     """:class:`~agents.learned.search.MoveRanker` from a :class:`GuidedPPOPolicy`'s networks: a move's
     score is minus its logit (higher logit, tried first).
@@ -194,13 +201,7 @@ class PolicyRanker:
     ) -> None:
         env = DevicePlacementImproveEnv(problem=problem, moves="single")
         self.num_groups, self.num_devices, self.max_nodes = env.num_groups, env.num_devices, env.max_nodes
-        space = spaces.Dict(
-            {
-                **env.observation_space.spaces,
-                "move_features": spaces.Box(-10, 10, (env.max_nodes, env.num_devices, F), np.float32),
-            }
-        )
-        self.extractor = MoveFeatureExtractor(space, extractor.hidden, len(extractor.convs))
+        self.extractor = MoveFeatureExtractor(ranker_space(env), extractor.hidden, len(extractor.convs))
         self.extractor.input, self.extractor.convs = extractor.input, extractor.convs  # shared layers
         self.head = head
         static = static_arrays(problem, env.max_nodes, env.max_edges, device=True)
@@ -219,10 +220,9 @@ class PolicyRanker:
         Raises:
             PlacementGymError: If ``state`` does not fit the architecture.
         """
-        env_space = DevicePlacementImproveEnv(problem=problem, moves="single").observation_space
-        n, d = env_space["placement"].shape
-        space = spaces.Dict({**env_space.spaces, "move_features": spaces.Box(-10, 10, (n, d, F), np.float32)})
-        extractor = MoveFeatureExtractor(space, hidden, layers)
+        extractor = MoveFeatureExtractor(
+            ranker_space(DevicePlacementImproveEnv(problem=problem, moves="single")), hidden, layers
+        )
         module = MoveScoringHead(extractor, list(head), list(head))
         for part, prefix in ((extractor, "features_extractor."), (module, "mlp_extractor.")):
             weights = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
