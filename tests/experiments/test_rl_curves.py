@@ -50,3 +50,41 @@ def test_table_takes_medians_and_main_skips_stored_runs(tmp_path, monkeypatch, c
     )
     rl_curves.main(["--out", str(tmp_path), "--table"])
     assert "| @10 | @20 |" in capsys.readouterr().out
+
+
+def _row(method: str, seed: int, checkpoints: list[int], scores: list[float]) -> dict:
+    return {
+        "task": "bert:cpu-igpu",
+        "method": method,
+        "seed": seed,
+        "checkpoints": checkpoints,
+        "score": scores,
+        "ratio": [2.0 - x for x in scores],
+    }
+
+
+def test_curves_read_each_checkpoint_from_the_shortest_run_that_reaches_it(tmp_path, capsys):
+    rows = [_row("per_budget", s, [100, 500], [0.1, 0.5]) for s in range(3)]
+    rows += [_row("per_budget", s, [500, 5000], [0.4, 0.9]) for s in range(3)]
+    rows += [_row("one_run", s, [100, 500, 5000], [0.2, 0.3, 0.6 + 0.1 * s]) for s in range(2)]
+    found = rl_curves.curves(rows)
+    per_budget = found[("bert:cpu-igpu", "per_budget")]
+    assert {n: {max(r["checkpoints"]) for r in runs} for n, runs in per_budget.items()} == {
+        100: {500},
+        500: {500},  # the run of budget 500, not the first 500 evaluations of the longer run
+        5000: {5000},
+    }
+    table = rl_curves.curve_table(rows)
+    assert "| bert:cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) |" in table
+    assert "| bert:cpu-igpu | one_run | 0.200 (1.8000) [2 seeds] |" in table
+    assert "0.650 (1.3500) [2 seeds] |" in table
+    (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    rl_curves.main(["--out", str(tmp_path), "--curves", "--plot", str(tmp_path / "curves.png")])
+    assert "| @100 | @500 | @5000 |" in capsys.readouterr().out
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_reading_an_empty_folder_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        rl_curves.main(["--out", str(tmp_path), "--curves"])
+    assert "no stored runs" in capsys.readouterr().err
