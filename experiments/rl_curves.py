@@ -141,11 +141,16 @@ def _median_at(runs: list[dict], n: int, field: str) -> float:
 
 def curve_table(rows: list[dict]) -> str:
     """Markdown: per task and method, the median score (ratio to the optimum) over seeds at every
-    checkpoint of :func:`curves` (a point over fewer seeds than the most says how many)."""
+    checkpoint of :func:`curves` (a point over fewer seeds than the most says how many), and the median
+    evaluations the runs of the last point spent (a policy that only resamples placements it has already
+    seen stops spending its budget: a repeat is answered from the run's memo)."""
     found = curves(rows)
     most = max(len(runs) for points in found.values() for runs in points.values())
     cps = sorted({n for points in found.values() for n in points})
-    lines = ["| task | method | " + " | ".join(f"@{c}" for c in cps) + " |", "|" + "---|" * (2 + len(cps))]
+    lines = [
+        "| task | method | " + " | ".join(f"@{c}" for c in cps) + " | evaluations spent |",
+        "|" + "---|" * (3 + len(cps)),
+    ]
     order = {t: i for i, t in enumerate(SUITE)}
     for (task, method), points in sorted(found.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
         cells = []
@@ -158,6 +163,9 @@ def curve_table(rows: list[dict]) -> str:
                 f"{_median_at(runs, n, 'score'):.3f} ({_median_at(runs, n, 'ratio'):.4f})"
                 + ("" if len(runs) == most else f" [{len(runs)} seeds]")
             )
+        last = points[max(points)]
+        spent = statistics.median(r["evaluations"] for r in last) if all("evaluations" in r for r in last) else None
+        cells.append("" if spent is None else f"{spent:,.0f} of {max(points):,}")
         lines.append(f"| {task} | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -60,6 +60,7 @@ def _row(method: str, seed: int, checkpoints: list[int], scores: list[float]) ->
         "checkpoints": checkpoints,
         "score": scores,
         "ratio": [2.0 - x for x in scores],
+        "evaluations": max(checkpoints) - seed,
     }
 
 
@@ -75,12 +76,12 @@ def test_curves_read_each_checkpoint_from_the_shortest_run_that_reaches_it(tmp_p
         5000: {5000},
     }
     table = rl_curves.curve_table(rows)
-    assert "| bert:cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) |" in table
+    assert "| bert:cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) | 4,999 of 5,000 |" in table
     assert "| bert:cpu-igpu | one_run | 0.200 (1.8000) [2 seeds] |" in table
     assert "0.650 (1.3500) [2 seeds] |" in table
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     rl_curves.main(["--out", str(tmp_path), "--curves", "--plot", str(tmp_path / "curves.png")])
-    assert "| @100 | @500 | @5000 |" in capsys.readouterr().out
+    assert "| @100 | @500 | @5000 | evaluations spent |" in capsys.readouterr().out
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
