@@ -73,6 +73,9 @@ def run(task: str, spec: str, seed: int, checkpoints: list[int]) -> dict:
         "checkpoints": checkpoints,
         "score": [round(problem.score(x), 4) for x in lat],
         "ratio": [round(x / ref.latency, 4) for x in lat],
+        "graph_version": problem.benchmark.version,
+        "groups": problem.num_groups,
+        "optimum_ms": ref.latency * 1e3,
         "evaluations": result.evaluations,
         "wall_s": round(result.wall_time, 1),
         "cpu_s": round(cpu, 1),
@@ -118,10 +121,11 @@ def table(rows: list[dict]) -> str:
 
 
 def curves(rows: list[dict]) -> dict[tuple[str, str], dict[int, list[dict]]]:
-    """Per (task, method) and checkpoint ``n``, the runs that give the curve's point at ``n``: those of
-    the smallest budget (largest checkpoint) among the runs that reach ``n``. A method whose settings do
-    not depend on its budget is thus read from its one long run; one whose do (``ppo_gnn``'s learning
-    rate) from its run of budget ``n`` where there is one."""
+    """Per (task, method) and checkpoint ``n``, the runs that give the curve's point at ``n``: for each
+    seed, its run of the smallest budget (largest checkpoint) among those that reach ``n``. A method whose
+    settings do not depend on its budget is thus read from whatever runs a seed has (a long one, or a
+    shorter one where only that was run); one whose do (``ppo_gnn``'s learning rate) from its run of
+    budget ``n`` where there is one."""
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         runs[(r["task"], r["method"])].append(r)
@@ -129,8 +133,13 @@ def curves(rows: list[dict]) -> dict[tuple[str, str], dict[int, list[dict]]]:
     for key, rs in runs.items():
         points: dict[int, list[dict]] = {}
         for n in sorted({c for r in rs for c in r["checkpoints"]}):
-            budget = min(max(r["checkpoints"]) for r in rs if n in r["checkpoints"])
-            points[n] = [r for r in rs if n in r["checkpoints"] and max(r["checkpoints"]) == budget]
+            shortest: dict[int, dict] = {}
+            for r in rs:
+                if n in r["checkpoints"] and (
+                    r["seed"] not in shortest or max(r["checkpoints"]) < max(shortest[r["seed"]]["checkpoints"])
+                ):
+                    shortest[r["seed"]] = r
+            points[n] = [shortest[seed] for seed in sorted(shortest)]
         out[key] = points
     return out
 

@@ -68,17 +68,19 @@ def test_curves_read_each_checkpoint_from_the_shortest_run_that_reaches_it(tmp_p
     rows = [_row("per_budget", s, [100, 500], [0.1, 0.5]) for s in range(3)]
     rows += [_row("per_budget", s, [500, 5000], [0.4, 0.9]) for s in range(3)]
     rows += [_row("one_run", s, [100, 500, 5000], [0.2, 0.3, 0.6 + 0.1 * s]) for s in range(2)]
+    rows += [_row("one_run", 2, [100, 500], [0.25, 0.3])]  # a seed run only to 500
     found = rl_curves.curves(rows)
     per_budget = found[("bert:cpu-igpu", "per_budget")]
-    assert {n: {max(r["checkpoints"]) for r in runs} for n, runs in per_budget.items()} == {
-        100: {500},
-        500: {500},  # the run of budget 500, not the first 500 evaluations of the longer run
-        5000: {5000},
+    assert {n: [max(r["checkpoints"]) for r in runs] for n, runs in per_budget.items()} == {
+        100: [500] * 3,
+        500: [500] * 3,  # the run of budget 500, not the first 500 evaluations of the longer run
+        5000: [5000] * 3,
     }
+    one_run = found[("bert:cpu-igpu", "one_run")]
+    assert {n: [r["seed"] for r in runs] for n, runs in one_run.items()} == {100: [0, 1, 2], 500: [0, 1, 2], 5000: [0, 1]}
     table = rl_curves.curve_table(rows)
     assert "| bert:cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) | 4,999 of 5,000 |" in table
-    assert "| bert:cpu-igpu | one_run | 0.200 (1.8000) [2 seeds] |" in table
-    assert "0.650 (1.3500) [2 seeds] |" in table
+    assert "| bert:cpu-igpu | one_run | 0.200 (1.8000) | 0.300 (1.7000) | 0.650 (1.3500) [2 seeds] |" in table
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     rl_curves.main(["--out", str(tmp_path), "--curves", "--plot", str(tmp_path / "curves.png")])
     assert "| @100 | @500 | @5000 | evaluations spent |" in capsys.readouterr().out
