@@ -8,8 +8,8 @@ one evaluation); ``ppo_gnn`` and ``maskable_ppo_gnn`` take a learning rate that 
 (:func:`agents.sb3.recipe.budget_learning_rate`), so their score at budget ``n`` is a run with
 ``--checkpoints ... n`` as its largest. Rows are JSON lines (one per run, written when the run ends); a
 rerun skips every run already stored, so the script resumes. ``--table`` prints the medians over seeds
-per set of checkpoints; ``--curves`` prints one curve per task and method, reading each checkpoint from
-the run with the smallest budget that reaches it (:func:`curves`), and ``--plot PATH`` draws them.
+per set of checkpoints; ``--curves`` prints one curve per task and method, reading each checkpoint of a
+seed from that seed's shortest run that reaches it (:func:`curves`), and ``--plot PATH`` draws them.
 
     nice -n 10 python -m experiments.rl_curves --out /work/data/rl-policy/curves \
         --tasks inception_v3:cpu-igpu resnet50:cpu-igpu bert:cpu-igpu --methods ppo_gnn ppo_mlp \
@@ -175,14 +175,14 @@ def curve_table(rows: list[dict]) -> str:
         last = points[max(points)]
         spent = statistics.median(r["evaluations"] for r in last) if all("evaluations" in r for r in last) else None
         cells.append("" if spent is None else f"{spent:,.0f} of {max(points):,}")
-        lines.append(f"| {task} | {method} | " + " | ".join(cells) + " |")
+        lines.append(f"| {task.replace(':', ' / ')} | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path) -> None:
     """One panel per task: the median latency above the optimum (%, log scale; the optimum itself is
-    drawn at 0.01%) against evaluations (log scale), one line per method, from :func:`curves`; a dotted
-    line marks :data:`TARGET`."""
+    drawn at 0.01%) against evaluations (log scale), one line per method, from :func:`curves`, without
+    the points over fewer seeds than the rest of their curve; a dotted line marks :data:`TARGET`."""
     from matplotlib.figure import Figure
 
     found = curves(rows)
@@ -190,7 +190,11 @@ def plot(rows: list[dict], path: Path) -> None:
     tasks += sorted({k[0] for k in found} - set(tasks))
     methods = sorted({k[1] for k in found})
     styles = {m: (f"C{i % 10}", "osD^v<>p*h"[i % 10]) for i, m in enumerate(methods)}
-    medians = {key: {n: _median_at(runs, n, "ratio") for n, runs in points.items()} for key, points in found.items()}
+    # a point over fewer seeds than the rest of its curve is left out: its median is of other seeds
+    medians = {
+        key: {n: _median_at(runs, n, "ratio") for n, runs in points.items() if len(runs) == max(map(len, points.values()))}
+        for key, points in found.items()
+    }
     top = max(max(max(m.values()) for m in medians.values()) - 1.0, 1e-3) * 100 * 1.5
     checkpoints = sorted({n for m in medians.values() for n in m})
     handles = {}

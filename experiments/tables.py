@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import rl_curves
 from experiments.learned_vs_search import table as guided_table
 from experiments.reference_optima import solver_table
 from experiments.report import merge_rows, suite_table, summarise
@@ -171,6 +172,23 @@ def _guided(held_out: bool = False) -> Callable[[Path], str]:
     return render
 
 
+def _curves(folder: Path) -> str:
+    """:mod:`experiments.rl_curves`' rows (``folder/rows.jsonl``) as its curve table, each row checked to be
+    of the task's current graph and optimum."""
+    path = folder / "rows.jsonl"
+    if not path.is_file():
+        raise StaleRows(f"{_shown(path)} is missing")
+    rows = rl_curves.read_rows(path)
+    if not rows:
+        raise StaleRows(f"{_shown(path)} holds no rows")
+    for r in rows:
+        model, platform = r["task"].split(":")
+        ref = _reference(model, r.get("graph_version", -1), platform)
+        if r.get("groups") != len(ref.placement) or abs(r.get("optimum_ms", 0.0) - ref.latency * 1e3) > 1e-9:
+            raise StaleRows(f"{_shown(path)}: {r['task']} / {r['method']} is of another graph or optimum")
+    return rl_curves.curve_table(rows)
+
+
 def _fidelity(folder: Path) -> str:
     paths = sorted(folder.glob("run*.json"))
     if not paths:
@@ -191,6 +209,7 @@ TABLES: tuple[Table, ...] = (
     Table("guided-model-parallel", _guided()),
     Table("guided-heldout", _guided(held_out=True)),
     Table("systems", _systems),
+    Table("curves", _curves),
     Table("sim-fidelity", _fidelity),
     Table("behaviour-cloning", _behaviour_cloning),
 )

@@ -45,6 +45,14 @@ def test_stale_or_missing_rows_fail(tmp_path: Path) -> None:
     with pytest.raises(tables.StaleRows, match="optimum"):
         tables.guided_rows(guided)
 
+    curves = _copy_rows("curves", tmp_path)
+    lines = (curves / "rows.jsonl").read_text().splitlines()
+    row = json.loads(lines[0])
+    row["optimum_ms"] *= 1.01
+    (curves / "rows.jsonl").write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
+    with pytest.raises(tables.StaleRows, match="another graph or optimum"):
+        tables.BY_NAME["curves"].render(curves)
+
 
 def test_a_table_edited_by_hand_or_a_drifting_quote_fails(tmp_path: Path) -> None:
     text = tables.RESULTS_MD.read_text()
