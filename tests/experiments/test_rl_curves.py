@@ -79,8 +79,8 @@ def test_curves_read_each_checkpoint_from_the_shortest_run_that_reaches_it(tmp_p
     one_run = found[("bert:cpu-igpu", "one_run")]
     assert {n: [r["seed"] for r in runs] for n, runs in one_run.items()} == {100: [0, 1, 2], 500: [0, 1, 2], 5000: [0, 1]}
     table = rl_curves.curve_table(rows)
-    assert "| bert:cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) | 4,999 of 5,000 |" in table
-    assert "| bert:cpu-igpu | one_run | 0.200 (1.8000) | 0.300 (1.7000) | 0.650 (1.3500) [2 seeds] |" in table
+    assert "| bert / cpu-igpu | per_budget | 0.100 (1.9000) | 0.500 (1.5000) | 0.900 (1.1000) | 4,999 of 5,000 |" in table
+    assert "| bert / cpu-igpu | one_run | 0.200 (1.8000) | 0.300 (1.7000) | 0.650 (1.3500) [2 seeds] |" in table
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     rl_curves.main(["--out", str(tmp_path), "--curves", "--plot", str(tmp_path / "curves.png")])
     assert "| @100 | @500 | @5000 | evaluations spent |" in capsys.readouterr().out
