@@ -109,8 +109,8 @@ def test_fit_recovers_the_figures_under_either_schedule(tiny_data, base, schedul
 def test_the_two_schedules_differ_on_split_placements(tiny_data, base):
     groups, segments = tiny_data.simulate(base, "groups"), tiny_data.simulate(base, "segments")
     # one device: one segment, one subgraph. All on the host, the schedules agree; all on cpu1 the group
-    # schedule also moves the graph's inputs and results over the link,
-    # the executor's segments share them in memory, so the two identical virtual CPUs take the same time.
+    # schedule also moves the graph's inputs and results over the link, the executor's segments share them
+    # in memory, so the two identical virtual CPUs take the same time.
     assert groups[0] == pytest.approx(segments[0], rel=1e-9)
     assert segments[1] == pytest.approx(segments[0], rel=1e-9) and groups[1] >= segments[1]
     assert not np.allclose(groups[2:], segments[2:], rtol=0.01)
