@@ -172,9 +172,8 @@ def curve_table(rows: list[dict]) -> str:
                 f"{_median_at(runs, n, 'score'):.3f} ({_median_at(runs, n, 'ratio'):.4f})"
                 + ("" if len(runs) == most else f" [{len(runs)} seeds]")
             )
-        last = points[max(points)]
-        spent = statistics.median(r["evaluations"] for r in last) if all("evaluations" in r for r in last) else None
-        cells.append("" if spent is None else f"{spent:,.0f} of {max(points):,}")
+        spent = statistics.median(r["evaluations"] for r in points[max(points)])
+        cells.append(f"{spent:,.0f} of {max(points):,}")
         lines.append(f"| {task.replace(':', ' / ')} | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

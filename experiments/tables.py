@@ -94,43 +94,46 @@ def result_rows(folder: Path) -> list[ResultRow]:
     return merge_rows(rows)
 
 
-def guided_rows(folder: Path) -> list[dict]:
-    """The rows of :mod:`experiments.learned_vs_search` in ``folder/rows.jsonl``, checked likewise (and
-    against the optimum they were scored with)."""
+def _jsonl_rows(folder: Path) -> tuple[Path, list[dict]]:
+    """``folder/rows.jsonl`` and its rows; a missing or empty file is :class:`StaleRows`."""
     path = folder / "rows.jsonl"
     if not path.is_file():
         raise StaleRows(f"{_shown(path)} is missing")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    for r in rows:
-        ref = _reference(r["model"], r["graph_version"], r["platform"])
-        if len(r["placement"]) != len(ref.placement) or abs(r["optimum_ms"] - ref.latency * 1e3) > 1e-9:
-            raise StaleRows(
-                f"{_shown(path)}: {r['model']} / {r['platform']} / {r['method']} seed {r['seed']} "
-                "is of another graph or optimum than the stored reference"
-            )
     if not rows:
         raise StaleRows(f"{_shown(path)} holds no rows")
+    return path, rows
+
+
+def _check_scored(
+    path: Path, label: str, model: str, version: int, platform: str, groups: int, optimum_ms: float
+) -> None:
+    """Raise :class:`StaleRows` for a row (``label``) of another group count or optimum than the stored
+    reference of its task."""
+    ref = _reference(model, version, platform)
+    if groups != len(ref.placement) or abs(optimum_ms - ref.latency * 1e3) > 1e-9:
+        raise StaleRows(f"{_shown(path)}: {label} is of another graph or optimum than the stored reference")
+
+
+def guided_rows(folder: Path) -> list[dict]:
+    """The rows of :mod:`experiments.learned_vs_search` in ``folder/rows.jsonl``, checked likewise (and
+    against the optimum they were scored with)."""
+    path, rows = _jsonl_rows(folder)
+    for r in rows:
+        label = f"{r['model']} / {r['platform']} / {r['method']} seed {r['seed']}"
+        _check_scored(path, label, r["model"], r["graph_version"], r["platform"], len(r["placement"]), r["optimum_ms"])
     return rows
 
 
 def _behaviour_cloning(folder: Path) -> str:
     """The behaviour-cloning example's rows (``examples/behaviour_cloning.py --out``): one per task."""
-    path = folder / "rows.jsonl"
-    if not path.is_file():
-        raise StaleRows(f"{_shown(path)} is missing")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if not rows:
-        raise StaleRows(f"{_shown(path)} holds no rows")
+    path, rows = _jsonl_rows(folder)
     lines = ["| split | task | BC score | HEFT score | BC placement feasible |", "|---|---|---|---|---|"]
     for split in ("train", "held-out"):
         scores = []
         for r in (r for r in rows if r["split"] == split):
-            ref = _reference(r["model"], r["graph_version"], r["platform"])
-            if r["groups"] != len(ref.placement) or abs(r["optimum_ms"] - ref.latency * 1e3) > 1e-9:
-                raise StaleRows(
-                    f"{_shown(path)}: {r['model']} / {r['platform']} is of another graph or optimum than "
-                    "the stored reference"
-                )
+            label = f"{r['model']} / {r['platform']}"
+            _check_scored(path, label, r["model"], r["graph_version"], r["platform"], r["groups"], r["optimum_ms"])
             scores.append((r["bc_score"], r["heft_score"]))
             feasible = "yes" if r["feasible"] else "no"
             lines.append(
@@ -175,17 +178,11 @@ def _guided(held_out: bool = False) -> Callable[[Path], str]:
 def _curves(folder: Path) -> str:
     """:mod:`experiments.rl_curves`' rows (``folder/rows.jsonl``) as its curve table, each row checked to be
     of the task's current graph and optimum."""
-    path = folder / "rows.jsonl"
-    if not path.is_file():
-        raise StaleRows(f"{_shown(path)} is missing")
-    rows = rl_curves.read_rows(path)
-    if not rows:
-        raise StaleRows(f"{_shown(path)} holds no rows")
+    path, rows = _jsonl_rows(folder)
     for r in rows:
         model, platform = r["task"].split(":")
-        ref = _reference(model, r.get("graph_version", -1), platform)
-        if r.get("groups") != len(ref.placement) or abs(r.get("optimum_ms", 0.0) - ref.latency * 1e3) > 1e-9:
-            raise StaleRows(f"{_shown(path)}: {r['task']} / {r['method']} is of another graph or optimum")
+        version, groups, optimum_ms = r.get("graph_version", -1), r.get("groups", -1), r.get("optimum_ms", 0.0)
+        _check_scored(path, f"{r['task']} / {r['method']}", model, version, platform, groups, optimum_ms)
     return rl_curves.curve_table(rows)
 
 

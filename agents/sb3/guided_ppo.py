@@ -20,7 +20,8 @@ Shipped policies (``agents/sb3/pretrained-guided/<name>/``, the safe format of
 :mod:`agents.sb3.policy_file`): ``all`` (trained on the three suite models, the two tiny ones and the
 pretraining-only families :data:`placement_gym.zoo.PRETRAIN_MODELS`), ``no-<model>`` (the same without
 ``<model>``: leave-one-model-out), ``untrained`` (the initial weights: the control), and
-``<name>-imitation`` (the weights before the PPO stage, for the ablation ``stage="imitation"``). ``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
+``<name>-imitation`` (the weights before the PPO stage, for the ablation ``stage="imitation"``).
+``policy="auto"`` picks ``no-<model>`` on a suite model, else ``all``.
 
 Example::
 
