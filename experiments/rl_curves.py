@@ -190,10 +190,10 @@ def plot(rows: list[dict], path: Path) -> None:
     methods = sorted({k[1] for k in found})
     styles = {m: (f"C{i % 10}", "osD^v<>p*h"[i % 10]) for i, m in enumerate(methods)}
     # a point over fewer seeds than the rest of its curve is left out: its median is of other seeds
-    medians = {
-        key: {n: _median_at(runs, n, "ratio") for n, runs in points.items() if len(runs) == max(map(len, points.values()))}
-        for key, points in found.items()
-    }
+    medians = {}
+    for key, points in found.items():
+        seeds = max(map(len, points.values()))
+        medians[key] = {n: _median_at(runs, n, "ratio") for n, runs in points.items() if len(runs) == seeds}
     top = max(max(max(m.values()) for m in medians.values()) - 1.0, 1e-3) * 100 * 1.5
     checkpoints = sorted({n for m in medians.values() for n in m})
     handles = {}
