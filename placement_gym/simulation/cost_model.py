@@ -118,6 +118,10 @@ class CostModel:
             raise BackendError("CostModel edges must satisfy 0 <= edge_src < edge_dst < G")
         if np.any(self.compute < 0):
             raise BackendError("CostModel.compute has negative times")
+        for key in ("edge_bytes", "param_bytes", "out_bytes", "input_bytes", "result_bytes"):
+            arr = np.asarray(getattr(self, key), dtype=np.float64)
+            if not np.all(np.isfinite(arr) & (arr >= 0)):
+                raise BackendError(f"CostModel.{key} must be finite byte counts >= 0")
         if not 0 <= self.host < d:
             raise BackendError(f"CostModel.host {self.host} is not a device index in [0, {d})")
         for arr in (self.compute, self.edge_src, self.edge_dst, self.edge_bytes, self.link_latency):

@@ -73,11 +73,14 @@ def _memory_overflow(
             live[d, 0] += input_bytes[g]
             live[d, pos[g] + 1] -= input_bytes[g]
     for t in range(n_groups):
+        d = dev[t]
         for j in range(pred_ptr[t], pred_ptr[t + 1]):
             s = pred_src[j]
-            if dev[s] != dev[t]:
-                live[dev[t], pos[s] + 1] += pred_bytes[j]
-                live[dev[t], pos[t] + 1] -= pred_bytes[j]
+            # a received copy if the source is on another device, else 0.0: branch-free, as random
+            # placements make the branch unpredictable (bytes are finite, CostModel checks it)
+            copy = pred_bytes[j] * (dev[s] != d)
+            live[d, pos[s] + 1] += copy
+            live[d, pos[t] + 1] -= copy
     for d in range(n_dev):
         run = weights[d]
         peak = run

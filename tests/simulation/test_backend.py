@@ -193,6 +193,11 @@ def test_cost_model_rejects_bad_shapes() -> None:
         CostModel(**{**sim.cost_model.__dict__, "capacity": np.ones(3)})
     with pytest.raises(BackendError):
         CostModel(**{**sim.cost_model.__dict__, "compute": -np.ones((2, 2))})
+    for bad in (np.inf, np.nan, -1.0):  # byte counts: the memory check multiplies them by 0 and 1
+        with pytest.raises(BackendError, match="edge_bytes must be finite byte counts"):
+            CostModel(**{**sim.cost_model.__dict__, "edge_bytes": np.array([bad])})
+    with pytest.raises(BackendError, match="out_bytes must be finite"):
+        CostModel(**{**sim.cost_model.__dict__, "out_bytes": np.array([1.0, np.inf])})
     assert sim.cost_model.transfer_time(1000, 0, 1) == pytest.approx(1.5 * MS)
     assert sim.cost_model.transfer_time(1000, 1, 1) == 0.0
 
