@@ -389,8 +389,16 @@ class PlacementProblem:
             PlacementError: For a malformed placement (never for a merely bad one: that is infeasible).
             BudgetExhaustedError: If the placement is new and the run's budget is spent.
         """
-        valid = self.validate(placement)
-        key = valid.tobytes()
+        return self.evaluate_valid(self.validate(placement))
+
+    def evaluate_valid(self, placement: np.ndarray) -> Evaluation:
+        """:meth:`evaluate` of a placement that :meth:`validate` returned (a contiguous int64 ``(G,)`` array
+        in range, not checked again: the envs validate each action once).
+
+        Raises:
+            BudgetExhaustedError: If the placement is new and the run's budget is spent.
+        """
+        key = placement.tobytes()
         known = self._memo.get(key)
         if known is not None:  # a repeat in this run: free
             self._memo.move_to_end(key)
@@ -398,13 +406,13 @@ class PlacementProblem:
             return known
         if self._guards and self._guards[-1] is not None:
             self._guards[-1](1)
-        result = self.backend.evaluate(valid)  # the one-placement path of a backend is its fastest
+        result = self.backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
         evaluation = Evaluation(result, self._reward(result))
         if self.memo_size > 0:
             self._memo[key] = evaluation
             if len(self._memo) > self.memo_size:
                 self._memo.popitem(last=False)
-        self._count(valid, evaluation)
+        self._count(placement, evaluation)
         return evaluation
 
     def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
@@ -454,7 +462,7 @@ class PlacementProblem:
     def _backend_evaluate(self, distinct: np.ndarray) -> list[Evaluation]:
         """Evaluate ``(B, G)`` placements in one backend call (not counted)."""
         if len(distinct) == 1:  # the one-placement path of a backend is its fastest
-            results = [self.backend.evaluate(distinct[0])]
+            results = [self.backend.evaluate_valid(distinct[0])]
         else:
             results = self.backend.evaluate_batch(distinct)
         if len(results) != len(distinct):

@@ -77,6 +77,24 @@ def test_batch_evaluates_and_counts_each_distinct_placement_once(problem):
     assert problem.best_latency == min(out[0].latency, out[1].latency)
 
 
+def test_evaluate_valid_skips_only_the_validation(problem):
+    """The envs' path for an action they validated: the same evaluation, counted and remembered the same,
+    with no second validation in the problem or the simulated backend."""
+    g = problem.num_groups
+    other = PlacementProblem.make(**TINY_SIM)
+    placements = [np.arange(g, dtype=np.int64) % 2, np.ones(g, dtype=np.int64)]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("validated twice")
+
+    problem.validate = problem.backend.validate = refuse
+    for p in [*placements, placements[0]]:
+        fast, checked = problem.evaluate_valid(p), other.evaluate(p)
+        assert (fast.latency, fast.reward, fast.feasible) == (checked.latency, checked.reward, checked.feasible)
+    assert (problem.evaluations, problem.memo_hits) == (other.evaluations, other.memo_hits) == (2, 1)
+    assert problem.best_latency == other.best_latency
+
+
 def test_tracker_cuts_a_batch_to_the_budget_and_counts_what_the_problem_counts(problem):
     g = problem.num_groups
     rows = np.array([[i >> k & 1 for k in range(g)] for i in range(6)], dtype=np.int64)  # 6 distinct

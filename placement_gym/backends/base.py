@@ -143,6 +143,13 @@ class LatencyBackend(abc.ABC):
     def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
         """Latency of one placement of shape ``(G,)``."""
 
+    def evaluate_valid(self, placement: np.ndarray) -> LatencyResult:
+        """:meth:`evaluate` of a placement that :meth:`validate` (or :func:`check_placement`) returned: a
+        contiguous int64 array of shape ``(G,)`` in range, which is not checked again. The default calls
+        :meth:`evaluate`; a backend whose :meth:`evaluate` validates first overrides it to skip that (the
+        problem validates each placement once, then calls this)."""
+        return self.evaluate(placement)
+
     def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
         """Latencies of a batch of placements, shape ``(B, G)``; backends may override for speed."""
         return [self.evaluate(p) for p in self.validate_batch(placements)]

@@ -250,6 +250,8 @@ class DevicePlacementEnv(gym.Env):
         self.observation_space = spaces.Dict(obs_spaces)
         self._static_items = tuple(static.items())  # copied into every observation
         self._host_placement = np.full(g, problem.host, dtype=np.int64)
+        self._host_one_hot = one_hot(self._host_placement, n, d)  # the reset observation's, copied
+        self._host_one_hot.flags.writeable = False
         self._info_constants: tuple[float | None, tuple[float, float] | None] | None = None
         self.action_space = spaces.MultiDiscrete([d] * n) if mode == "oneshot" else spaces.Discrete(d)
         self._init_kwargs = dict(
@@ -282,9 +284,15 @@ class DevicePlacementEnv(gym.Env):
         full[: self.num_groups] = mask
         return full.reshape(-1)
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self, placement_one_hot: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The observation of the current state; ``placement_one_hot``: the ``(N, D)`` one-hot of
+        :attr:`placement` when it is known already (copied)."""
         obs = {key: arr.copy() for key, arr in self._static_items}  # callers own what they receive
-        obs["placement"] = one_hot(self.placement, self.max_nodes, self.num_devices)  # (N, D)
+        obs["placement"] = (  # (N, D)
+            one_hot(self.placement, self.max_nodes, self.num_devices)
+            if placement_one_hot is None
+            else placement_one_hot.copy()
+        )
         current = np.zeros(self.max_nodes, dtype=np.float32)  # (N,)
         if self.mode == "sequential" and self._cursor < self.num_groups:
             current[self._cursor] = 1.0
@@ -352,7 +360,8 @@ class DevicePlacementEnv(gym.Env):
             self.placement = self._host_placement.copy()
         if self.mode == "sequential" and self.sequential_reward == "incremental":
             self._last_reward_value = self.problem.evaluate(self._partial_placement()).reward
-        return self._observation(), self._info(None)
+        host = self.mode == "oneshot" and self.initial_placement == "host"
+        return self._observation(self._host_one_hot if host else None), self._info(None)
 
     def _partial_placement(self) -> np.ndarray:
         p = self.placement.copy()
@@ -365,7 +374,7 @@ class DevicePlacementEnv(gym.Env):
         if self.mode == "oneshot":
             act = self.problem.validate(action, length=self.max_nodes)
             self.placement = act[: self.num_groups].copy()
-            evaluation = self.problem.evaluate(self.placement)
+            evaluation = self.problem.evaluate_valid(self.placement)  # (validated above)
             self._last, self._done = evaluation.result, True
             return self._observation(), evaluation.reward, True, False, self._info(evaluation)
         arr = as_index_array(action, what="action")

@@ -426,7 +426,7 @@ class DevicePlacementImproveEnv(gym.Env):
         members = self._members[s] if s < len(self._members) else _NO_GROUPS  # padding: no move
         new = self.placement.copy()
         new[members] = device
-        evaluation = self.problem.evaluate(new)
+        evaluation = self.problem.evaluate_valid(new)  # a valid placement with one move in range
         if evaluation.feasible:
             latency = float(evaluation.latency)
             reward = math.log(self._latency / latency)

@@ -122,14 +122,18 @@ class SimulatedBackend(LatencyBackend):
         Raises:
             PlacementError: Wrong shape, dtype or a device index out of range.
         """
-        p = self.validate(placement)  # contiguous int64
-        key = p.astype(self._key_dtype).tobytes()
+        return self.evaluate_valid(self.validate(placement))
+
+    def evaluate_valid(self, placement: np.ndarray) -> LatencyResult:
+        """:meth:`evaluate` of a placement :meth:`validate` returned (contiguous int64, in range: unchecked,
+        the compiled schedule indexes with it)."""
+        key = placement.astype(self._key_dtype).tobytes()
         hit = self._hit(key)
         if hit is not None:
             self.hits += 1
             return hit
         self.misses += 1
-        return self._store(key, self._result(*self.schedule.run(p)))
+        return self._store(key, self._result(*self.schedule.run(placement)))
 
     def evaluate_batch(self, placements: np.ndarray) -> list[LatencyResult]:
         """Simulated latencies of a batch of shape ``(B, G)``, misses simulated in one compiled loop.

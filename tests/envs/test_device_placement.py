@@ -197,6 +197,26 @@ def test_padding_and_masks():
         DevicePlacementEnv(**TINY_SIM, max_nodes=2)
 
 
+@pytest.mark.parametrize("initial", ["host", "best_single", "random"])
+@pytest.mark.parametrize("max_nodes", [None, 40])
+def test_observed_placement_is_the_current_one(initial, max_nodes):
+    """``obs["placement"]`` is the one-hot of :attr:`placement` after reset and step (padding rows zero), and
+    a caller writing into an observation changes no later one."""
+    env = DevicePlacementEnv(**TINY_SIM, initial_placement=initial, max_nodes=max_nodes)
+    g, d = env.num_groups, env.num_devices
+    action = np.arange(env.max_nodes, dtype=np.int64) % d
+    for _ in range(2):
+        obs, _ = env.reset(seed=1)
+        expected = np.zeros((env.max_nodes, d), dtype=np.float32)
+        expected[np.arange(g), env.placement] = 1.0
+        np.testing.assert_array_equal(obs["placement"], expected)
+        obs["placement"][:] = 0.5  # the caller's array: the next reset's is unchanged
+        obs, *_ = env.step(action)
+        expected[:] = 0.0
+        expected[np.arange(g), action[:g]] = 1.0
+        np.testing.assert_array_equal(obs["placement"], expected)
+
+
 def test_memory_mask_forbids_a_too_small_device():
     from dataclasses import replace
 
