@@ -95,6 +95,36 @@ def test_evaluate_valid_skips_only_the_validation(problem):
     assert problem.best_latency == other.best_latency
 
 
+def test_memo_and_cache_answer_repeats_without_objects_for_the_collector(problem):
+    """A repeat gets back what the first evaluation gave (feasible or not; the backend cache's answer in a
+    new run marked ``cached``), and the thousands of results a long run keeps add no objects for the
+    garbage collector to walk (its full collections walked them all)."""
+    import gc
+
+    small, _ = _memory_constrained(problem)
+    every = np.array(np.meshgrid(*[range(small.num_devices)] * small.num_groups)).reshape(small.num_groups, -1).T
+    first = [small.evaluate(p) for p in every]
+    assert 0 < sum(e.feasible for e in first) < len(first)  # both kinds are remembered
+    for p, e in zip(every, first):
+        again = small.evaluate(p)
+        assert (again.result, again.reward) == (e.result, e.reward)
+    small.start_run()  # a new run: a new memo, the backend's cache still answers
+    for p, e in zip(every, first):
+        cached = small.evaluate(p)
+        assert cached.result == dataclasses.replace(e.result, cached=True) and cached.reward == e.reward
+    assert small.evaluations == 2 * len(every) and small.memo_hits == len(every)
+
+    ops = PlacementProblem.make("tiny_cnn", "cpu-dgpu", "simulated", coarsening="ops")
+    placements = np.unique(np.random.default_rng(0).integers(0, 2, (4000, ops.num_groups)), axis=0)
+    gc.collect()
+    tracked = len(gc.get_objects())
+    assert all(ops.evaluate(p).feasible for p in placements)
+    gc.collect()
+    assert ops.evaluations == len(placements) > 3000 and ops.backend.num_cached >= len(placements)
+    grown = len(gc.get_objects()) - tracked
+    assert grown < 100, f"{grown} more objects tracked after {len(placements)} evaluations"
+
+
 def test_tracker_cuts_a_batch_to_the_budget_and_counts_what_the_problem_counts(problem):
     g = problem.num_groups
     rows = np.array([[i >> k & 1 for k in range(g)] for i in range(6)], dtype=np.int64)  # 6 distinct

@@ -109,7 +109,7 @@ class SimulatedBackend(LatencyBackend):
             SegmentSchedule.build(cost_model) if schedule == "segments" else Schedule.build(cost_model)
         )
         self.cache_size = int(cache_size)
-        self._cache: OrderedDict[bytes, LatencyResult] = OrderedDict()
+        self._cache: OrderedDict[bytes, float | LatencyResult] = OrderedDict()  # see _store
         # keys: the placement's bytes as int8 where the device indices fit (8x shorter to hash and to keep)
         self._key_dtype = np.int8 if platform.num_devices <= 127 else np.int64
         self.hits = 0
@@ -175,10 +175,8 @@ class SimulatedBackend(LatencyBackend):
         if hit is None:
             return None
         self._cache.move_to_end(key)
-        if not hit.cached:  # stored as evaluated: its cached copy is made on its first hit
-            # a feasible simulated result holds its latency only, so it is built directly
-            hit = LatencyResult(hit.latency, cached=True) if hit.feasible else dataclasses.replace(hit, cached=True)
-            self._cache[key] = hit
+        if type(hit) is float:  # a feasible result, kept as its latency (see _store)
+            return LatencyResult(hit, cached=True)
         return hit
 
     def _result(self, latency: float, over: int, peak: float) -> LatencyResult:
@@ -201,7 +199,9 @@ class SimulatedBackend(LatencyBackend):
     def _store(self, key: bytes, result: LatencyResult) -> LatencyResult:
         """Cache ``result`` (unless it came from a NaN) and return it (``cached=False``)."""
         if self.cache_size and result.reason != NAN_REASON:
-            self._cache[key] = result  # frozen: shared until its first hit (see _hit)
+            # a feasible result (its latency alone) is kept as a float, which the garbage collector does not
+            # track: its full collections walked every cached result object otherwise
+            self._cache[key] = float(result.latency) if result.feasible else dataclasses.replace(result, cached=True)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return result
