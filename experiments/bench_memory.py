@@ -2,7 +2,9 @@
 distinct random placements, for several result-cache bounds (the simulated backend's ``cache_size``).
 
 Every step evaluates a new placement, so the LRU result cache fills up to its bound and the resident
-memory grows with it; past the bound it stays flat. Each cache size runs in a fresh interpreter.
+memory grows with it; past the bound it stays flat. The run's memo (``placement_gym.problem.MEMO_SIZE``
+placements) grows the same way at every cache size, so a cached result's size is the growth beyond the
+``cache_size 0`` run's, divided by the entries. Each cache size runs in a fresh interpreter.
 
 Usage:
     python -m experiments.bench_memory [--steps 100000] [--cache-sizes 65536 8192 0]
@@ -66,10 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     print(f"load before: {os.getloadavg()[0]:.2f}")
+    rows = {size: run(args.steps, size) for size in sorted(args.cache_sizes)}  # 0 (the memo alone) first
+    memo = rows[0]["end_mb"] - rows[0]["start_mb"] if 0 in rows else 0.0
     for size in args.cache_sizes:
-        r = run(args.steps, size)
+        r = rows[size]
         growth = r["end_mb"] - r["start_mb"]
-        per_entry = f"{growth * 2**20 / r['entries'] / 1e3:.2f} KB/entry" if r["entries"] else "-"
+        per_entry = (
+            f"{(growth - memo) * 2**20 / r['entries'] / 1e3:.2f} KB/entry beyond the memo's +{memo:.0f} MB"
+            if r["entries"] and 0 in rows
+            else "-"
+        )
         print(
             f"cache_size {size:>6}: {r['steps']} steps in {r['seconds']:.1f} s; RSS {r['start_mb']:.0f} -> "
             f"{r['end_mb']:.0f} MB (+{growth:.0f} MB), {r['entries']} cached results, {per_entry}; "
