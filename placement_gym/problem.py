@@ -36,8 +36,9 @@ Listener = Callable[[np.ndarray, "Evaluation"], None]
 #: Called as ``fn(new)`` before ``new`` placements not in the run's memo are evaluated; raises
 #: :class:`~placement_gym.errors.BudgetExhaustedError` to refuse them (a run's budget, see ``start_run``).
 Guard = Callable[[int], None]
-#: Placements a run's memo keeps (least recently used dropped first): about 1.2 KB each for the
-#: simulated backend, so at most ~60 MB. A placement dropped from a full memo costs again if repeated.
+#: Placements a run's memo keeps (least recently used dropped first): about 0.6 KB each for the
+#: simulated backend, so at most ~30 MB (``python -m experiments.bench_memory``: the ``cache_size 0`` run).
+#: A placement dropped from a full memo costs again if repeated.
 MEMO_SIZE = 50_000
 
 

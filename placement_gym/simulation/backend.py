@@ -58,9 +58,9 @@ class SimulatedBackend(LatencyBackend):
         profile: Source of per-op costs: ``"auto"`` (measured on the ``local`` platform, roofline
             elsewhere), ``"measured"`` or ``"roofline"``.
         cache_size: Most placements kept in the LRU result cache (0 disables it). It bounds the memory a
-            long run grows to: on ``bert`` (206 groups) one entry costs about 0.5 KB (its key is the
-            placement as int8 bytes), so the default 65,536 entries hold about 33 MB
-            (``python -m experiments.bench_memory --steps 70000 --cache-sizes 65536 0``).
+            long run grows to: on ``bert`` (206 groups) one entry costs about 0.4 KB (its key is the
+            placement as int8 bytes, a feasible result its latency as a float), so the default 65,536
+            entries hold about 27 MB (``python -m experiments.bench_memory --steps 100000``).
         cost_model: Use this cost model instead of building one (it must match ``graph`` and
             ``platform``); for hand-built problems and for sharing one model between backends.
         schedule: ``"auto"``, ``"groups"`` or ``"segments"`` (see the module docstring).
