@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
-from placement_gym.backends.base import check_placement, check_placements
+from placement_gym.backends.base import check_placement, check_placements, placement_key_dtype
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import PlacementError, PlacementGymError
@@ -107,8 +107,7 @@ class PlacementProblem:
         self.memo_hits = 0
         self.memo_size = MEMO_SIZE
         self._memo: OrderedDict[bytes, Evaluation | tuple[float, float, bool]] = OrderedDict()  # see _remember
-        # memo keys: a placement's bytes as int8 where the device indices fit (8x less to hash and to keep)
-        self._key_dtype = np.int8 if self.num_devices <= 127 else np.int64
+        self._key_dtype = placement_key_dtype(self.num_devices)  # of the memo's keys
         self._guards: list[Guard | None] = []  # one per active run
         self.baseline_evaluations = 0
         self.cache_hits = 0

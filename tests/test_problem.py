@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import pickle
 
 import gymnasium as gym
@@ -99,8 +100,6 @@ def test_memo_and_cache_answer_repeats_without_objects_for_the_collector(problem
     """A repeat gets back what the first evaluation gave (feasible or not; the backend cache's answer in a
     new run marked ``cached``), and the thousands of results a long run keeps add no objects for the
     garbage collector to walk (its full collections walked them all)."""
-    import gc
-
     small, _ = _memory_constrained(problem)
     every = np.array(np.meshgrid(*[range(small.num_devices)] * small.num_groups)).reshape(small.num_groups, -1).T
     first = [small.evaluate(p) for p in every]

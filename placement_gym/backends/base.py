@@ -33,6 +33,12 @@ def _out_of_range(arr: np.ndarray, num_devices: int) -> int:
     return -1
 
 
+def placement_key_dtype(num_devices: int) -> type[np.signedinteger]:
+    """The dtype of a placement's bytes as a cache or memo key: int8 where the device indices fit (8x shorter
+    to hash and to keep than int64), else int64."""
+    return np.int8 if num_devices <= 127 else np.int64
+
+
 def check_placements(
     placements: Sequence[Sequence[int]] | np.ndarray, num_groups: int, platform: Platform
 ) -> np.ndarray:

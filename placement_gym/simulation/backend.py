@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from placement_gym.backends.base import LatencyBackend, LatencyResult
+from placement_gym.backends.base import LatencyBackend, LatencyResult, placement_key_dtype
 from placement_gym.benchmarks import Benchmark
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
@@ -110,8 +110,7 @@ class SimulatedBackend(LatencyBackend):
         )
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[bytes, float | LatencyResult] = OrderedDict()  # see _store
-        # keys: the placement's bytes as int8 where the device indices fit (8x shorter to hash and to keep)
-        self._key_dtype = np.int8 if platform.num_devices <= 127 else np.int64
+        self._key_dtype = placement_key_dtype(platform.num_devices)  # of the cache's keys
         self.hits = 0
         self.misses = 0
 
