@@ -158,8 +158,8 @@ class DevicePlacementEnv(gym.Env):
     ## Public accessors
 
     ``problem`` (the :class:`~placement_gym.problem.PlacementProblem`: ``evaluate``, ``evaluate_batch``,
-    ``baseline``, ``cost_model()``, ``device_mask``, ``stats()``...; also ``placement_gym.problem_of(env)``
-    through wrappers), ``action_masks()`` (sb3-contrib MaskablePPO), ``placement`` (the current ``(G,)``
+    ``baseline``, ``cost_model()``, ``device_mask``, ``stats()``...; ``step()`` validates its action once
+    and hands it to ``evaluate_valid``; also ``placement_gym.problem_of(env)`` through wrappers), ``action_masks()`` (sb3-contrib MaskablePPO), ``placement`` (the current ``(G,)``
     placement, -1 = unplaced), ``mode``, ``num_groups``, ``num_devices``, ``max_nodes``, ``max_edges``.
     The env pickles (``SubprocVecEnv``, ``copy.deepcopy``) when its problem was built from names.
 
