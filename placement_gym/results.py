@@ -124,6 +124,9 @@ class ResultRow:
         speedup_reference: What ``speedup_vs_cpu`` is against: ``"cpu_only"``; where CPU-only does not fit
             in memory, the fastest single device that does (``"<device>_only"``); ``"none"`` where no
             single device fits (the speedup is then NaN). Rows written before this field: CPU-only.
+        track: What the method read: ``"black-box"`` (it only evaluated placements) or ``"white-box"`` (it
+            could read the cost model); ``None`` in rows written before tracks existed (the method's
+            declared track applies).
     """
 
     model: str
@@ -152,6 +155,7 @@ class ResultRow:
     tier: str | None = None
     score: float = math.nan
     speedup_reference: str = "cpu_only"
+    track: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -241,6 +245,7 @@ class RowSchema(BaseModel):
     tier: _Tag | None = None
     score: _Float | None = None
     speedup_reference: _Name = "cpu_only"
+    track: Annotated[str, Field(pattern="^(black-box|white-box)$")] | None = None
 
     def to_row(self) -> ResultRow:
         data = self.model_dump()
