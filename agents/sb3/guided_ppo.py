@@ -35,9 +35,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from agents.base import BudgetTracker, PlacementMethod
+from agents.determinism import deterministic_torch
 from agents.learned.guided import TABUS
 from agents.learned.search import guided_search
 from agents.sb3.guided_policy import GuidedPPOPolicy, PolicyRanker
@@ -178,9 +178,7 @@ class GuidedPPO(PlacementMethod):
         path = resolve_policy(self.policy, problem.benchmark.name, self.stage)
         saved = read_transfer_policy(path, method=METHOD)  # checked: fields, bounds, finite weights
         state = saved.policy_state
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with deterministic_torch(seed):  # one thread from building the model on (agents.determinism)
             if self.fine_tune:
                 steps = min(problem.num_groups, 32)
                 model = ppo_model(improve_env(problem, steps), saved, min(self.fine_tune, 128), seed)
@@ -202,7 +200,5 @@ class GuidedPPO(PlacementMethod):
                 depth=self.depth or None,
                 walk=self.walk,
             )
-        finally:
-            torch.set_num_threads(threads)
         training = saved.meta.training.model_dump(exclude_none=True, exclude={"arch", "ppo"})
         return {"policy": path.name, "pretraining": training, "fine_tune_evaluations": tuned, **counts}

@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-import torch
 from sb3_contrib import MaskablePPO
 
 from agents.base import BudgetTracker
+from agents.determinism import deterministic_torch
 from agents.sb3.methods import BudgetCallback, _GNNMethod
 from agents.sb3.policy import MaskableGNNActorCriticPolicy
 from agents.sb3.recipe import recipe
@@ -161,17 +161,12 @@ class MaskablePPOImprove(_GNNMethod):
         env = self.policy_env(env)
         if tracker.budget < 4:
             raise PlacementGymError(f"budget={tracker.budget} is too small: the starts alone take up to 3")
-        vec_env = self.make_vec_env(env)
-        model = self.make_model(vec_env, seed)
-        start = time.perf_counter()
-        threads = torch.get_num_threads()
-        if self.threads is not None:
-            torch.set_num_threads(self.threads)
-        try:
+        with deterministic_torch(seed, self.threads):  # the initial weights depend on the thread count
+            vec_env = self.make_vec_env(env)
+            model = self.make_model(vec_env, seed)
+            start = time.perf_counter()
             # a step costs one evaluation, two when its episode ends (the restart is evaluated)
             model.learn(total_timesteps=tracker.budget, callback=BudgetCallback(tracker, tracker.budget, 2))
-        finally:
-            torch.set_num_threads(threads)
         train_time = time.perf_counter() - start
         self.model = model
         return {

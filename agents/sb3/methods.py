@@ -38,6 +38,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
+from agents.determinism import deterministic_torch
 from agents.sb3.extractors import extractor_class
 from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from agents.sb3.policy_file import POLICY_FORMAT as _POLICY_FORMAT
@@ -106,7 +107,8 @@ class SB3Method(PlacementMethod):
         policy_kwargs: Extra policy arguments (merged over the method's own).
         fine_tune: When the method already has a model (trained, or loaded with :meth:`load`),
             :meth:`place` continues training it instead of building a fresh one (same spaces needed).
-        threads: Torch threads while training (restored afterwards); ``None``: leave torch's setting.
+        threads: Torch threads of the run, from building the model to its final placement (restored
+            afterwards; :mod:`agents.determinism`); ``None``: torch's setting (the result then depends on it).
         **algo_kwargs: Learning hyperparameters of the SB3 algorithm, over :attr:`defaults`.
     """
 
@@ -259,31 +261,28 @@ class SB3Method(PlacementMethod):
                 f"budget={tracker.budget} is too small: training needs n_envs={self.n_envs} evaluations "
                 "per step plus one for the final placement"
             )
-        vec_env = self.make_vec_env(env)
         # the budget-scaled learning rate was measured on one-shot placement only (docs/rl.md)
         self.run_budget = tracker.budget if getattr(env.unwrapped, "mode", None) == "oneshot" else None
-        model = self.make_model(vec_env, seed)
-        self.model = model  # the model in training, for listeners that checkpoint it
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
-        start = time.perf_counter()
-        threads = torch.get_num_threads()
-        if self.threads is not None:
-            # Small networks, batches of 16: torch's intra-op threads cost more than they save (a loaded
-            # 2-core machine: several times slower with the default threads; docs/rl.md).
-            torch.set_num_threads(self.threads)
-        try:
-            model.learn(
-                total_timesteps=tracker.budget * steps_per_eval,
-                callback=BudgetCallback(
-                    tracker, tracker.budget - 1, self.n_envs, remote=isinstance(vec_env, SubprocVecEnv)
-                ),
-            )
-        finally:
-            torch.set_num_threads(threads)
-            if isinstance(vec_env, SubprocVecEnv):
-                vec_env.close()
-        train_time = time.perf_counter() - start
-        info = self._deterministic_episode(env, model, seed)  # counted by the problem
+        # One thread count from building the model to the final episode: the initial weights depend on it
+        # (agents.determinism). Small networks, batches of 16: more threads cost more than they save.
+        with deterministic_torch(seed, self.threads):
+            vec_env = self.make_vec_env(env)
+            model = self.make_model(vec_env, seed)
+            self.model = model  # the model in training, for listeners that checkpoint it
+            start = time.perf_counter()
+            try:
+                model.learn(
+                    total_timesteps=tracker.budget * steps_per_eval,
+                    callback=BudgetCallback(
+                        tracker, tracker.budget - 1, self.n_envs, remote=isinstance(vec_env, SubprocVecEnv)
+                    ),
+                )
+            finally:
+                if isinstance(vec_env, SubprocVecEnv):
+                    vec_env.close()
+            train_time = time.perf_counter() - start
+            info = self._deterministic_episode(env, model, seed)  # counted by the problem
         rewards = [ep["r"] for ep in model.ep_info_buffer]
         return {
             "model": model,

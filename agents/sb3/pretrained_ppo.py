@@ -46,6 +46,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.base import BudgetTracker, PlacementMethod
+from agents.determinism import deterministic_torch
 from agents.sb3.policy_file import policy_folder, read_transfer_policy, shipped_policy_names
 from agents.sb3.transfer_policy import PairScoringPolicy, transfer_weights
 from placement_gym import BENCHMARK_MODELS
@@ -150,22 +151,20 @@ class PretrainedPPO(PlacementMethod):
         steps = self.episode or min(problem.num_groups, 64)
         moves = self.moves or meta.training.moves or "single"
         improve = DevicePlacementImproveEnv(problem=problem, start="heft", moves=moves, max_steps=steps)
-        model = MaskablePPO(
-            PairScoringPolicy,
-            DummyVecEnv([lambda: Monitor(improve)]),
-            n_steps=max(min(self.fine_tune, 256), 1),
-            policy_kwargs={
-                "features_extractor_kwargs": meta.arch.extractor.model_dump(),
-                "net_arch": list(meta.arch.head),
-            },
-            seed=seed,
-            device="cpu",
-            **{**meta.ppo.kwargs(), "batch_size": min(meta.ppo.batch_size, max(self.fine_tune, 1))},
-        )
-        transfer_weights(saved.policy_state, model.policy)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with deterministic_torch(seed):  # one thread from building the model on (agents.determinism)
+            model = MaskablePPO(
+                PairScoringPolicy,
+                DummyVecEnv([lambda: Monitor(improve)]),
+                n_steps=max(min(self.fine_tune, 256), 1),
+                policy_kwargs={
+                    "features_extractor_kwargs": meta.arch.extractor.model_dump(),
+                    "net_arch": list(meta.arch.head),
+                },
+                seed=seed,
+                device="cpu",
+                **{**meta.ppo.kwargs(), "batch_size": min(meta.ppo.batch_size, max(self.fine_tune, 1))},
+            )
+            transfer_weights(saved.policy_state, model.policy)
             if self.fine_tune:
                 model.learn(total_timesteps=10 * self.fine_tune, callback=StopAtEvaluations(tracker, self.fine_tune))
             tuned = tracker.used
@@ -173,8 +172,6 @@ class PretrainedPPO(PlacementMethod):
                 self._ranked_descent(improve, model, tracker)
             else:
                 self._rollouts(improve, model, tracker, seed)
-        finally:
-            torch.set_num_threads(threads)
         training = meta.training.model_dump(exclude_unset=True)
         return {
             "policy": path.name,
