@@ -222,11 +222,15 @@ def _outside_agent(module_name: str, attr: str) -> Any:
         raise UnknownNameError(f"attribute of module {module_name}", attr, public)
     target = getattr(module, attr)
     where = f"{module_name}:{attr}"
+    env_agent = _env_agent_target(target)
+    if env_agent is not None:
+        return env_agent
     if inspect.isclass(target):
         if not callable(getattr(target, "place", None)):
             raise ConfigError(
                 f"method {where} is a class without a place() method; an agent is a class with "
-                "place(problem, budget, seed) or a function f(problem, budget, seed)"
+                "place(problem, budget, seed) or train(env, budget, seed), a Stable-Baselines3 algorithm, "
+                "or a function f(problem, budget, seed) or train(env, budget, seed)"
             )
         return target
     if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
@@ -241,6 +245,24 @@ def _outside_agent(module_name: str, attr: str) -> Any:
         f"method {where} is a {type(target).__name__}, not an agent: give a class with a place() method "
         "or a function f(problem, budget, seed)"
     )
+
+
+def _env_agent_target(target: Any) -> Any:
+    """The target of an agent that steps an env (:mod:`placement_gym.env_agents`), or ``None``: a class with
+    ``train(env|envs, budget, seed)`` as it is, a Stable-Baselines3 ``BaseAlgorithm`` subclass as the
+    :class:`~agents.sb3.algorithm.SB3Algorithm` that runs it. (Functions ``train(env, budget, seed)`` are
+    checked like ``place`` functions.)"""
+    if not inspect.isclass(target):
+        return None
+    if any(k.__name__ == "BaseAlgorithm" and k.__module__.startswith("stable_baselines3") for k in target.__mro__):
+        if inspect.isabstract(target) or target.__name__ == "BaseAlgorithm":
+            raise ConfigError(f"{target.__name__} is an abstract Stable-Baselines3 class: name an algorithm (PPO)")
+        from agents.sb3.algorithm import algorithm_agent
+
+        return algorithm_agent(target)
+    from placement_gym.env_agents import is_env_agent
+
+    return target if is_env_agent(target) else None
 
 
 # ---------------------------------------------------------------------- the arguments

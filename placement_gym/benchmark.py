@@ -5,7 +5,11 @@ An agent is either
 * an object with ``place(target, budget=..., seed=...)`` (a ``agents.base.PlacementMethod`` instance, or
   anything shaped like one) returning a placement or a result with a ``placement`` attribute;
 * such a class (a ``PlacementMethod`` subclass): a fresh instance, built without arguments, for each run;
-* or a plain callable ``place(problem, budget, seed) -> placement``.
+* a plain callable ``place(problem, budget, seed) -> placement``;
+* an agent that steps a Gymnasium env, ``train(env, budget, seed)`` (or ``train(envs, ...)`` for a vector
+  env), as a function or a method: the protocol builds the env and ends its episodes with a truncation when
+  the budget is spent (:mod:`placement_gym.env_agents`; Stable-Baselines3 algorithms by spec);
+* or a method spec as text (``"heft"``, ``"milp:time_limit=30"``, ``"stable_baselines3:PPO"``).
 
 Each (task, seed) is one run on a fresh :class:`~placement_gym.problem.PlacementProblem` inside a
 :class:`~placement_gym.budget.Run` of ``budget`` distinct placements: a repeat is free, a new placement
@@ -34,6 +38,7 @@ import numpy as np
 
 from placement_gym import protocol
 from placement_gym.budget import Run, TrackerListener
+from placement_gym.env_agents import is_env_agent, train_in_env
 from placement_gym.errors import BudgetExhaustedError, ConfigError, UnknownNameError
 from placement_gym.platforms import Platform
 from placement_gym.problem import PlacementProblem, problem_of
@@ -70,11 +75,14 @@ def check_agent(agent: Any) -> None:
     Raises:
         ConfigError: Naming what was given and what is expected.
     """
+    if is_env_agent(agent):
+        return
     if inspect.isclass(agent):
         if not callable(getattr(agent, "place", None)):
             raise ConfigError(
                 f"agent {agent.__name__} is a class without a place() method: give a class or instance with "
-                "place(target, budget=, seed=), or a function place(problem, budget, seed) -> placement"
+                "place(target, budget=, seed=) or train(env, budget, seed), or a function "
+                "place(problem, budget, seed) -> placement"
             )
         return
     if hasattr(agent, "place") and callable(agent.place):
@@ -100,15 +108,18 @@ def run_agent(
         PlacementError: If the agent returns a malformed placement.
     """
     check_agent(agent)
-    if inspect.isclass(agent):
-        agent = agent()  # a fresh instance per run
+    if inspect.isclass(agent) and not is_env_agent(agent):
+        agent = agent()  # a fresh instance per run (an env agent's: in train_in_env)
     problem = problem_of(target)
     run = Run(problem, budget)
     run.listeners.extend(listeners)
     extra: dict[str, Any] = {}
     start = time.perf_counter()
     try:
-        if hasattr(agent, "place"):
+        if is_env_agent(agent):  # it steps an env the protocol builds (placement_gym.env_agents)
+            returned, env_extra = train_in_env(agent, problem, run, seed)
+            extra.update(env_extra)
+        elif hasattr(agent, "place"):
             returned = agent.place(target, budget=budget, seed=seed)
         else:
             returned = agent(problem, budget, seed)
@@ -238,7 +249,10 @@ def evaluate(
 
     Args:
         agent: A ``PlacementMethod`` instance (or any object with ``place(target, budget=, seed=)``), such
-            a class (a fresh instance per run), or a callable ``place(problem, budget, seed) -> placement``.
+            a class (a fresh instance per run), a callable ``place(problem, budget, seed) -> placement``,
+            an env agent ``train(env, budget, seed)`` (:mod:`placement_gym.env_agents`), or a method spec
+            as ``bench --methods`` takes it (``"heft"``, ``"milp:time_limit=30"``,
+            ``"stable_baselines3:PPO"``; built afresh for each run, the rows labelled with the normalised spec).
         tasks: Split names (``train``, ``held-out``) and ``model/platform`` task names (default: train);
             without a ``tier`` any zoo model on any platform (``tiny_cnn/cpu-dgpu``).
         budget: Distinct placements per run; give this or ``tier``.
@@ -256,6 +270,9 @@ def evaluate(
         ConfigError: For a bad agent, or neither/both of ``budget`` and ``tier``.
         UnknownNameError: For an unknown task or tier.
     """
+    spec = _parse_spec(agent) if isinstance(agent, str) else None
+    if spec is not None:
+        agent = spec.build()  # checks the constructor's arguments now; each run gets a fresh build
     check_agent(agent)
     if (budget is None) == (tier is None):
         raise ConfigError(
@@ -266,7 +283,7 @@ def evaluate(
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
         raise ConfigError(f"budget must be a positive integer number of distinct placements, got {budget!r}")
     version = protocol.VERSION if tier is not None else None
-    label = name or agent_name(agent)
+    label = name or (spec.text if spec is not None else agent_name(agent))
     chosen = _tasks(tasks, protocol_run=tier is not None)
     seed_list = list(dict.fromkeys(int(s) for s in (protocol.SEEDS if seeds is None else seeds)))
     store = ResultStore(Path(out) / "results.jsonl") if out is not None else None
@@ -282,7 +299,8 @@ def evaluate(
             try:
                 problem = PlacementProblem.make(task.model, task.platform, protocol.BACKEND)
                 try:
-                    outcome = run_agent(agent, problem, int(budget), seed)
+                    run_with = spec.build() if spec is not None else agent
+                    outcome = run_agent(run_with, problem, int(budget), seed)
                     row = make_row(
                         problem,
                         task.model,
@@ -312,6 +330,15 @@ def evaluate(
         for t in chosen for s in seed_list
     }  # fmt: skip
     return [row for row in store.rows() if row.key in wanted]
+
+
+def _parse_spec(text: str) -> Any:
+    """The checked method spec of ``text`` (``"heft"``, ``"milp:time_limit=30"``, ``"my_module:train"``,
+    ``"stable_baselines3:PPO:n_steps=64"``): the spec grammar is the ``agents`` package's, looked up by name
+    here so that ``placement_gym`` keeps no import of it (``bench --methods`` parses the same way)."""
+    import importlib
+
+    return importlib.import_module("agents.specs").parse_spec(text)
 
 
 def _tasks(tasks: Sequence[str] | None, protocol_run: bool) -> list[protocol.Task]:
