@@ -32,6 +32,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from agents.determinism import deterministic_torch
 from agents.sb3.methods import SB3Method
 from placement_gym.errors import ConfigError
 from placement_gym.validation import Range
@@ -113,12 +114,13 @@ class SB3Algorithm:
     def train(self, envs: Any, budget: int | None, seed: int) -> None:
         """Learn on the protocol's vector env (its copies, in an SB3 ``DummyVecEnv``) until the budget is spent."""
         vec = DummyVecEnv([lambda e=e: Monitor(e) for e in envs.envs])
-        self.model = self.algorithm(
-            self.policy, vec, policy_kwargs=self.policy_kwargs or None, seed=seed, device=self.device,
-            **self.algo_kwargs,
-        )  # fmt: skip
         steps = self.total_timesteps or STEPS_PER_PLACEMENT * (budget or 1000)
-        self.model.learn(total_timesteps=steps, callback=StopAtBudget())
+        with deterministic_torch(seed):  # one thread, seeded: a rerun repeats the run
+            self.model = self.algorithm(
+                self.policy, vec, policy_kwargs=self.policy_kwargs or None, seed=seed, device=self.device,
+                **self.algo_kwargs,
+            )  # fmt: skip
+            self.model.learn(total_timesteps=steps, callback=StopAtBudget())
 
 
 _CLASSES: dict[type, type[SB3Algorithm]] = {}
