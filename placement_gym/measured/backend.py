@@ -1,9 +1,13 @@
 """The measured backend: run a placement on OpenVINO for real and time it.
 
-Two executors run a placement (see their modules for what each can and cannot measure):
+Three executors run a placement (see their modules for what each can and cannot measure):
 
 * ``"partitioned"`` (default, :mod:`placement_gym.measured.dataflow`): one compiled model per
-  same-device segment, run as a dataflow graph, segments on different devices concurrently.
+  same-device segment, run as a dataflow graph, segments on different devices concurrently; a never-seen
+  placement compiles its new segments first (seconds for BERT).
+* ``"pieces"`` (:mod:`placement_gym.measured.pieces`): every group compiled once per device
+  configuration, a placement run as the dataflow graph of its groups' pieces: a never-seen placement
+  compiles nothing once every piece is compiled.
 * ``"hetero"`` (:mod:`placement_gym.measured.hetero`): OpenVINO's HETERO plugin with per-op ``affinity``
   (HSDAG's way). It runs devices one after another and cannot tell apart virtual devices on one
   physical device.
@@ -53,11 +57,12 @@ from placement_gym.errors import BackendError, UnknownNameError
 from placement_gym.measured.dataflow import DRIVERS, PartitionedExecutor, worker_cores
 from placement_gym.measured.executor import ExecutionFailure, Executor, device_available, first_line
 from placement_gym.measured.hetero import HeteroExecutor
+from placement_gym.measured.pieces import MAX_PIECE_BYTES, PieceExecutor
 from placement_gym.measured.timing import Timing, measure
 from placement_gym.platforms import Platform
 from placement_gym.zoo.loading import core, random_inputs
 
-EXECUTORS = ("partitioned", "hetero")
+EXECUTORS = ("partitioned", "pieces", "hetero")
 #: Reference placements for drift correction: none, or everything on the platform's host device.
 REFERENCES = (None, "host")
 
@@ -70,8 +75,9 @@ class MeasuredBackend(LatencyBackend):
             :func:`~placement_gym.zoo.loading.random_inputs` ``(model, seed)``.
         graph: The coarse graph whose groups are placed.
         platform: The devices, each with its OpenVINO device string and compile properties.
-        executor: ``"partitioned"`` or ``"hetero"``.
-        driver: Partitioned executor: how segments are started, ``"queue"`` or ``"threads"`` (see
+        executor: ``"partitioned"``, ``"pieces"`` or ``"hetero"``.
+        driver: Partitioned and piecewise executors: how segments are started, ``"queue"`` or
+            ``"threads"``; None: ``"threads"`` for ``"pieces"``, else ``"queue"`` (see
             :class:`~placement_gym.measured.dataflow.PartitionedExecutor`; workers are pinned to distinct
             CPUs by :func:`~placement_gym.measured.dataflow.worker_cores`).
         warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
@@ -89,8 +95,13 @@ class MeasuredBackend(LatencyBackend):
         cache_path: JSON-lines file that persists results across processes, or None. A path that is a
             directory, or whose parent is a file, is refused here rather than failing during ``evaluate``.
         seed: Seed of the model inputs.
-        max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: eight
-            times the model's op count, i.e. about eight copies of the weights).
+        max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: twice
+            the model's op count, about two copies of the weights; eight, the earlier default, took BERT's
+            peak RSS to 4.4 GB).
+        max_pieces: Piecewise executor: compiled pieces kept (default: every group on every device
+            configuration).
+        max_piece_bytes: Piecewise executor: bound on the estimated bytes of the kept pieces (weights plus
+            written tensors; default 2 GiB).
         run_timeout: Seconds after which one inference counts as hung (infeasible, not cached).
 
     Raises:
@@ -109,7 +120,7 @@ class MeasuredBackend(LatencyBackend):
         platform: Platform,
         *,
         executor: str = "partitioned",
-        driver: str = "queue",
+        driver: str | None = None,
         warmup: int = 2,
         repeats: int = 6,
         max_repeats: int = 30,
@@ -120,13 +131,17 @@ class MeasuredBackend(LatencyBackend):
         cache_path: str | None = None,
         seed: int = 0,
         max_compiled_ops: int | None = None,
+        max_pieces: int | None = None,
+        max_piece_bytes: int = MAX_PIECE_BYTES,
         run_timeout: float = 600.0,
     ) -> None:
         super().__init__(benchmark, graph, platform)
         if executor not in EXECUTORS:
             raise UnknownNameError("executor", executor, EXECUTORS)
+        if driver is None:
+            driver = "threads" if executor == "pieces" else "queue"
         if driver not in DRIVERS:
-            raise UnknownNameError("driver", driver, DRIVERS)
+            raise UnknownNameError("driver", str(driver), DRIVERS)
         _check_int("warmup", warmup, 0)
         _check_int("repeats", repeats, 1)
         _check_int("max_repeats", max_repeats, 1)
@@ -140,6 +155,9 @@ class MeasuredBackend(LatencyBackend):
         _check_int("seed", seed, 0)
         if max_compiled_ops is not None:
             _check_int("max_compiled_ops", max_compiled_ops, 1)
+        if max_pieces is not None:
+            _check_int("max_pieces", max_pieces, 1)
+        _check_int("max_piece_bytes", max_piece_bytes, 1)
         _check_seconds("time_budget", time_budget)
         _check_seconds("run_timeout", run_timeout)
         check_cache_path(cache_path)  # before the expensive work below
@@ -165,8 +183,22 @@ class MeasuredBackend(LatencyBackend):
             self.executor = HeteroExecutor(
                 model, benchmark.ops, platform, self.core, inputs, run_timeout=float(run_timeout)
             )
+        elif executor == "pieces":
+            self.executor = PieceExecutor(
+                model,
+                benchmark.ops,
+                platform,
+                self.core,
+                inputs,
+                groups=graph.assignment,
+                max_pieces=max_pieces,
+                max_piece_bytes=max_piece_bytes,
+                run_timeout=float(run_timeout),
+                driver=driver,
+                cores=worker_cores(platform) if driver == "threads" else None,
+            )
         else:
-            limit = max_compiled_ops if max_compiled_ops is not None else 8 * benchmark.ops.num_nodes
+            limit = max_compiled_ops if max_compiled_ops is not None else 2 * benchmark.ops.num_nodes
             self.executor = PartitionedExecutor(
                 model,
                 benchmark.ops,
@@ -179,7 +211,7 @@ class MeasuredBackend(LatencyBackend):
                 cores=worker_cores(platform) if driver == "threads" else None,
             )
         self.config = self._config(executor)
-        if executor == "partitioned" and driver != "queue":  # absent: the queue driver (older caches)
+        if executor == "pieces" or driver != "queue":  # absent: the queue driver (older caches)
             self.config["driver"] = driver
         self.results = ResultCache(
             cache_size, self.config, cache_path, width=graph.num_groups, num_devices=platform.num_devices

@@ -58,11 +58,14 @@ class Plan:
         parts: Compiled segments in a topological order.
         deps: ``deps[i]``: indices (into ``parts``) of the segments that ``parts[i]`` reads from.
         users: ``users[i]``: indices of the segments that read from ``parts[i]``.
+        devices: ``devices[i]``: the device ``parts[i]`` runs on (a compiled piece may serve several
+            devices of identical configuration, see :mod:`~placement_gym.measured.pieces`).
     """
 
     parts: list[_Compiled]
     deps: list[list[int]]
     users: list[list[int]] = field(default_factory=list)
+    devices: list[int] = field(default_factory=list)
 
 
 class _Workers:
@@ -174,7 +177,7 @@ class _RunState:
         self.finished = 0
         for i, n in enumerate(self.waiting):
             if n == 0:
-                self.ready.setdefault(plan.parts[i].segment.device, []).append(i)
+                self.ready.setdefault(plan.devices[i], []).append(i)
 
     def take(self, device: int) -> int | None:
         """The part ``device`` runs next, marked running; None if it is busy or has nothing ready."""
@@ -186,13 +189,13 @@ class _RunState:
 
     def complete(self, i: int) -> list[int]:
         """Part ``i`` finished: its device is free; returns the devices of the parts it made ready."""
-        del self.busy[self.plan.parts[i].segment.device]
+        del self.busy[self.plan.devices[i]]
         self.finished += 1
         devices = []
         for u in self.plan.users[i]:
             self.waiting[u] -= 1
             if self.waiting[u] == 0:
-                d = self.plan.parts[u].segment.device
+                d = self.plan.devices[u]
                 heapq.heappush(self.ready.setdefault(d, []), u)
                 devices.append(d)
         return devices
@@ -296,6 +299,11 @@ class PartitionedExecutor(Executor):
     def prepare(self, op_device: np.ndarray) -> Plan:
         segments = self.segments(op_device)
         parts = [self._compile(s) for s in segments]
+        return self._plan(parts, [s.device for s in segments])
+
+    def _plan(self, parts: list[_Compiled], devices: list[int]) -> Plan:
+        """The plan of compiled ``parts`` (a topological order) run on ``devices``; evicts old entries."""
+        segments = [p.segment for p in parts]
         producer = {key: i for i, s in enumerate(segments) for key in s.outputs}
         deps = [sorted({producer[k] for k in s.inputs if k in producer}) for s in segments]
         users: list[list[int]] = [[] for _ in segments]
@@ -303,7 +311,7 @@ class PartitionedExecutor(Executor):
             for d in ds:
                 users[d].append(i)
         self._evict()
-        return Plan(parts, deps, users)
+        return Plan(parts, deps, users, devices)
 
     def _compile(self, segment: Segment) -> _Compiled:
         key = segment.cache_key
@@ -406,7 +414,7 @@ class PartitionedExecutor(Executor):
                 parts[i].request.wait()  # returns at once; raises if the inference failed
                 for device in state.complete(i):
                     launch(device)
-                launch(parts[i].segment.device)
+                launch(plan.devices[i])
             elapsed = time.perf_counter() - start
         except ExecutionFailure:
             self._abort(parts, state.busy)

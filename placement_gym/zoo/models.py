@@ -11,10 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from placement_gym.errors import UnknownNameError
+
+if TYPE_CHECKING:  # torch takes seconds to import: only building a model needs it
+    import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -40,48 +43,33 @@ class ModelSpec:
 
 def _seeded(fn: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        torch.manual_seed(0)
-        return fn().eval()
+        from placement_gym.zoo.torch_modules import seeded
+
+        return seeded(fn)
 
     return build
 
 
 def _image(size: int) -> Callable[[], dict[str, torch.Tensor]]:
-    return lambda: {"pixel_values": torch.zeros(1, 3, size, size)}
+    def inputs() -> dict[str, torch.Tensor]:
+        import torch
+
+        return {"pixel_values": torch.zeros(1, 3, size, size)}
+
+    return inputs
 
 
 def _tokens(seq_len: int) -> Callable[[], dict[str, torch.Tensor]]:
-    return lambda: {
-        "input_ids": torch.ones(1, seq_len, dtype=torch.int64),
-        "attention_mask": torch.ones(1, seq_len, dtype=torch.int64),
-        "token_type_ids": torch.zeros(1, seq_len, dtype=torch.int64),
-    }
+    def inputs() -> dict[str, torch.Tensor]:
+        import torch
 
+        return {
+            "input_ids": torch.ones(1, seq_len, dtype=torch.int64),
+            "attention_mask": torch.ones(1, seq_len, dtype=torch.int64),
+            "token_type_ids": torch.zeros(1, seq_len, dtype=torch.int64),
+        }
 
-class _TokensToHidden(nn.Module):
-    """A transformers text model traced as (input_ids, attention_mask, token_type_ids) -> hidden states."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-    ) -> torch.Tensor:
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return out.last_hidden_state
-
-
-class _ImageInput(nn.Module):
-    """An image model traced as pixel_values -> logits (unwraps transformers' output objects)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        out = self.model(pixel_values)
-        return out if isinstance(out, torch.Tensor) else out.logits
+    return inputs
 
 
 _BERT_BASE = dict(
@@ -96,14 +84,18 @@ def _bert(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import BertConfig, BertModel
 
+        from placement_gym.zoo.torch_modules import TokensToHidden
+
         config = BertConfig(**cfg, attn_implementation="eager")
-        return _TokensToHidden(BertModel(config, add_pooling_layer=True))
+        return TokensToHidden(BertModel(config, add_pooling_layer=True))
 
     return build
 
 
 def _resnet50() -> nn.Module:
     from transformers import ResNetConfig, ResNetForImageClassification
+
+    from placement_gym.zoo.torch_modules import ImageInput
 
     config = ResNetConfig(
         embedding_size=64,
@@ -112,7 +104,7 @@ def _resnet50() -> nn.Module:
         layer_type="bottleneck",
         num_labels=1000,
     )
-    return _ImageInput(ResNetForImageClassification(config))
+    return ImageInput(ResNetForImageClassification(config))
 
 
 _VIT_B16 = dict(
@@ -131,8 +123,10 @@ def _vit(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import ViTConfig, ViTForImageClassification
 
+        from placement_gym.zoo.torch_modules import ImageInput
+
         config = ViTConfig(**cfg, attn_implementation="eager")
-        return _ImageInput(ViTForImageClassification(config))
+        return ImageInput(ViTForImageClassification(config))
 
     return build
 
@@ -141,7 +135,9 @@ def _convnext(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import ConvNextConfig, ConvNextForImageClassification
 
-        return _ImageInput(ConvNextForImageClassification(ConvNextConfig(**cfg)))
+        from placement_gym.zoo.torch_modules import ImageInput
+
+        return ImageInput(ConvNextForImageClassification(ConvNextConfig(**cfg)))
 
     return build
 
@@ -153,9 +149,11 @@ def _gpt2(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import GPT2Config, GPT2Model
 
+        from placement_gym.zoo.torch_modules import TokensToHidden
+
         config = GPT2Config(**cfg, attn_implementation="eager", use_cache=False)  # no KV cache: a static graph
         # BERT's three inputs; GPT-2 embeds token_type_ids with its token table (one lookup more)
-        return _TokensToHidden(GPT2Model(config))
+        return TokensToHidden(GPT2Model(config))
 
     return build
 
@@ -163,11 +161,16 @@ def _gpt2(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
 def _mobilenet_v2() -> nn.Module:
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
-    return _ImageInput(MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=1000)))
+    from placement_gym.zoo.torch_modules import ImageInput
+
+    return ImageInput(MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=1000)))
 
 
 def _efficientnet_b0() -> nn.Module:
+    import torch
     from transformers import EfficientNetConfig, EfficientNetForImageClassification
+
+    from placement_gym.zoo.torch_modules import ImageInput
 
     config = EfficientNetConfig(
         width_coefficient=1.0, depth_coefficient=1.0, image_size=224, hidden_dim=1280, num_labels=1000
@@ -175,36 +178,22 @@ def _efficientnet_b0() -> nn.Module:
     model = EfficientNetForImageClassification(config)
     # transformers pools with AvgPool2d(kernel=hidden_dim, ceil_mode=True): a global mean that OpenVINO's
     # shape inference rejects (kernel 1280 > 7x7 map); the same mean, as OpenVINO reads it:
-    model.efficientnet.pooler = nn.AdaptiveAvgPool2d(1)
-    return _ImageInput(model)
+    model.efficientnet.pooler = torch.nn.AdaptiveAvgPool2d(1)
+    return ImageInput(model)
 
 
 def _inception_v3() -> nn.Module:
     from placement_gym.zoo.inception_v3 import InceptionV3
 
-    return _ImageInput(InceptionV3())
+    from placement_gym.zoo.torch_modules import ImageInput
+
+    return ImageInput(InceptionV3())
 
 
-class TinyBranchyCNN(nn.Module):
-    """A tiny CNN with two parallel branches (for tests): 3x16x16 input, 10 logits."""
+def _tiny_cnn() -> nn.Module:
+    from placement_gym.zoo.torch_modules import TinyBranchyCNN
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = nn.Conv2d(3, 8, 3, padding=1)
-        self.left = nn.Sequential(
-            nn.Conv2d(8, 8, 3, padding=1),
-            nn.BatchNorm2d(8),
-            nn.ReLU(),
-            nn.Conv2d(8, 8, 3, padding=1),
-            nn.ReLU(),
-        )
-        self.right = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU(), nn.MaxPool2d(3, 1, 1))
-        self.fc = nn.Linear(16, 10)
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.stem(pixel_values))
-        x = torch.cat([self.left(x), self.right(x)], 1).mean((2, 3))
-        return self.fc(x)
+    return TinyBranchyCNN()
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -286,7 +275,7 @@ MODELS: dict[str, ModelSpec] = {
             "tiny_cnn",
             1,
             "tiny CNN with two parallel branches, 16x16 (tests)",
-            _seeded(TinyBranchyCNN),
+            _seeded(_tiny_cnn),
             _image(16),
             {"input": [1, 3, 16, 16]},
         ),
@@ -327,3 +316,12 @@ def get_spec(name: str) -> ModelSpec:
         return MODELS[name]
     except KeyError:
         raise UnknownNameError("model", name, MODELS) from None
+
+
+def __getattr__(name: str):
+    # the test model's torch class, importable from here as before, without importing torch up front
+    if name == "TinyBranchyCNN":
+        from placement_gym.zoo.torch_modules import TinyBranchyCNN
+
+        return TinyBranchyCNN
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
