@@ -3,6 +3,8 @@ budget enforced inside the env (truncation + ``info["budget_exhausted"]``), and 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -219,3 +221,26 @@ def test_a_run_counts_env_steps_through_the_problem():
     finally:
         run.detach()
         problem.close()
+
+
+# ---------------------------------------------------------------------- the two worked examples
+@pytest.fixture
+def examples_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+
+
+def test_the_torch_ppo_example_runs_on_the_tiny_tier(examples_on_path):
+    import ppo_torch
+
+    (row,) = evaluate(ppo_torch.train, tasks=["resnet50/cpu-dgpu"], tier="tiny", seeds=[0])
+    assert row.tier == "tiny" and row.evaluations == row.budget and row.extra["stopped_by_budget"]
+    assert np.isfinite(row.score) and row.latency == min(lat for _, lat in row.history)
+    assert len(Path(ppo_torch.__file__).read_text().splitlines()) < 300
+
+
+def test_the_sb3_example_runs_on_the_tiny_tier(examples_on_path):
+    from sb3_algorithm import SPEC
+
+    (row,) = evaluate(SPEC, tasks=["resnet50/cpu-dgpu"], tier="tiny", seeds=[0])
+    assert row.method == SPEC and row.evaluations == row.budget and row.extra["stopped_by_budget"]
+    assert np.isfinite(row.score)

@@ -15,7 +15,7 @@ against its signature) and:
 * ``policy_kwargs``: a JSON object; a value of a key ending in ``_class`` may be ``module:Class``
   (``{"features_extractor_class":"agents.sb3.extractors:SAGEExtractor"}``);
 * ``observation``, ``mdp``, ``num_envs``: the env the protocol builds (see :mod:`placement_gym.env_agents`);
-* ``total_timesteps``: env steps at most (default ``20 * budget``: steps that repeat a placement are free).
+* ``total_timesteps``: env steps at most (default ``2 * budget``; steps that repeat a placement cost no budget).
 
 ``env`` and ``seed`` are the protocol's and cannot be given. sb3-contrib's ``MaskablePPO`` gets the env's
 action masks (groups masked off devices they do not fit on).
@@ -38,7 +38,7 @@ from placement_gym.errors import ConfigError
 from placement_gym.validation import Range
 
 #: Env steps per distinct placement of the budget that a learner may take at most (``total_timesteps``).
-STEPS_PER_PLACEMENT = 20
+STEPS_PER_PLACEMENT = 2
 
 
 class StopAtBudget(BaseCallback):
@@ -66,7 +66,7 @@ class SB3Algorithm:
         observation: ``"graph"`` or ``"device"`` (the env's observation).
         mdp: ``"oneshot"`` or ``"improve"``.
         num_envs: Env copies stepped together (an SB3 ``DummyVecEnv``).
-        total_timesteps: Env steps at most (``None``: ``20 * budget``).
+        total_timesteps: Env steps at most (``None``: ``2 * budget``).
         device: Torch device.
         **algo_kwargs: The algorithm's own keyword arguments.
     """
