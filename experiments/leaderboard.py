@@ -7,9 +7,12 @@ seedless method (its result does not depend on the seed) runs once per task, wit
 the same result for every seed. Rows keep their history at fixed checkpoints only, so the committed
 store stays small; each row records the commit of the code that produced it (``extra["code"]``).
 
-``placement-gym leaderboard`` (without ``--run``) only regenerates the page from the stored rows: per tier,
-each method's IQM and optimality gap of the normalised scores with 95% stratified-bootstrap intervals,
-its mean score per task, the evaluations it spent and its wall time, and the submission template.
+``placement-gym leaderboard`` (without ``--run``) only regenerates the page from the stored rows that pass
+``placement-gym validate`` (replayed, with verdicts cached per version of the code; a row left out is
+named on the terminal and counted on the page): per tier, in a table of that tier's rows only, each
+method's IQM and optimality gap of the normalised scores with 95% stratified-bootstrap intervals, its mean
+score per task, the evaluations it spent and its wall time, and the submission template. Method names are
+escaped, so a name cannot add cells, rows, links or tags to the page.
 
 Every stored row replays on the simulated backend (``placement-gym validate``); the test suite replays them
 all, so an entry that no longer reproduces fails CI.
@@ -21,6 +24,7 @@ import argparse
 import dataclasses
 import functools
 import math
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +34,7 @@ import numpy as np
 
 from experiments.arguments import module_main
 from placement_gym.errors import ConfigError
-from placement_gym.results import ResultRow, ResultStore
+from placement_gym.results import ResultRow, ResultStore, first_per_cell
 
 #: Where the stored rows live, one folder per tier, one file per method.
 RESULTS = Path("results") / "leaderboard"
@@ -167,18 +171,55 @@ def run_tier(
     return ran
 
 
-def stored_rows(results: Path = RESULTS) -> dict[str, list[ResultRow]]:
-    """Every stored leaderboard row, by tier."""
+def stored_rows(
+    results: Path = RESULTS, validated: bool = True, rejected: list[str] | None = None
+) -> dict[str, list[ResultRow]]:
+    """Every stored leaderboard row of the current protocol, by the tier it records; with ``validated``
+    only the rows that pass ``placement-gym validate`` (replayed; verdicts cached per code version) and
+    are filed under their own tier's folder. ``rejected`` (if given) receives ``"<file> line <n>: reason"``
+    of each row left out."""
+    from experiments.validate import validate
+    from placement_gym.protocol import TIERS, VERSION
+
     out: dict[str, list[ResultRow]] = {}
+    rejected = [] if rejected is None else rejected
     for folder in sorted(p for p in results.glob("*") if p.is_dir()):
-        rows: list[ResultRow] = []
-        for path in sorted(folder.glob("*.jsonl")):
-            if path.name.endswith(".rejected.jsonl"):
-                continue
-            rows.extend(ResultStore(path).rows())
-        if rows:
-            out[folder.name] = rows
+        paths = [p for p in sorted(folder.glob("*.jsonl")) if not p.name.endswith(".rejected.jsonl")]
+        if not paths:
+            continue
+        if validated:
+            rows = []
+            for v in validate(paths):
+                if not v.ok:
+                    rejected.append(f"{v.where}: {'; '.join(v.problems)}")
+                elif v.row.tier != folder.name:
+                    rejected.append(f"{v.where}: a row of tier {v.row.tier!r} filed under {folder.name}/")
+                else:
+                    rows.append(v.row)
+            rows = first_per_cell(rows)
+        else:
+            rows = [r for path in paths for r in ResultStore(path).rows()]
+        for row in rows:
+            if row.protocol == VERSION and row.tier in TIERS:
+                out.setdefault(row.tier, []).append(row)
     return out
+
+
+def md_name(name: str) -> str:
+    """A method name as table text: as code if it is a plain spec, else with every character that
+    Markdown or HTML reads escaped (a name cannot add cells, rows, links or tags to the page)."""
+    if re.fullmatch(r"[A-Za-z0-9_.:=,+-]{1,200}", name):
+        return f"`{name}`"
+    text = " ".join(name.split())[:200]
+    out = []
+    for ch in text:
+        if ch in "<>&|\"`*_[](){}#!~\\":
+            out.append(f"&#{ord(ch)};")
+        elif not ch.isprintable():
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _interval(point: float, low: float, high: float) -> str:
@@ -210,14 +251,14 @@ def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
         rs = by_method[m]
         codes = sorted({str(r.extra.get("code", "unknown")) for r in rs})
         lines.append(
-            f"| {rank} | `{m}` | {_interval(*stats[m]['iqm'])} | {_interval(*stats[m]['optimality_gap'])} | "
+            f"| {rank} | {md_name(m)} | {_interval(*stats[m]['iqm'])} | {_interval(*stats[m]['optimality_gap'])} | "
             f"{len(rs)} | {np.mean([r.evaluations for r in rs]):.0f} | {np.mean([r.wall_time for r in rs]):.1f} | "
             f"{', '.join(codes)} |"
         )
     if left_out:
         lines += [
             "",
-            "Not ranked: " + "; ".join(f"`{m}`: {why}" for m, why in sorted(left_out.items())) + ".",
+            "Not ranked: " + "; ".join(f"{md_name(m)}: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
     missing = [m for m in METHODS if m not in by_method]
     if missing:
@@ -229,12 +270,13 @@ def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
         "| method | " + " | ".join(f"{m} / {p}" for m, p in tasks) + " |",
         "|---|" + "---|" * len(tasks),
     ]
-    lines += [f"| `{m}` | " + " | ".join(f"{v:.3f}" for v in matrices[m].mean(axis=0)) + " |" for m in order]
+    lines += [f"| {md_name(m)} | " + " | ".join(f"{v:.3f}" for v in matrices[m].mean(axis=0)) + " |" for m in order]
     return lines + [""]
 
 
-def render(rows_by_tier: dict[str, list[ResultRow]]) -> str:
-    """The leaderboard page."""
+def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = ()) -> str:
+    """The leaderboard page: one ranked table per tier, of that tier's rows only (``rejected``: the rows
+    validation left out, counted on the page)."""
     from placement_gym.protocol import SEEDS, TIERS, TRAIN_TASKS, VERSION
 
     lines = [
@@ -260,10 +302,16 @@ def render(rows_by_tier: dict[str, list[ResultRow]]) -> str:
         "idle machine may give them better scores.",
         "",
     ]
-    for tier in sorted(rows_by_tier, key=lambda t: (TIERS.get(t, math.inf), t)):
-        rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION]
+    for tier in sorted((t for t in rows_by_tier if t in TIERS), key=lambda t: (TIERS[t], t)):
+        rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION and r.tier == tier]
         if rows:
             lines += tier_table(rows, tier)
+    if rejected:
+        lines += [
+            f"{len(rejected)} stored row{'s' if len(rejected) != 1 else ''} did not pass "
+            f"`placement-gym validate` and {'are' if len(rejected) != 1 else 'is'} not shown.",
+            "",
+        ]
     lines += SUBMISSION
     return "\n".join(lines) + "\n"
 
@@ -315,8 +363,12 @@ def run_from_args(args: argparse.Namespace) -> None:
         raise ConfigError("--methods chooses what --run runs; give --run TIER too (e.g. --run standard)")
     if args.run:
         run_tier(args.run, args.methods or METHODS, args.results, args.tasks)
+    rejected: list[str] = []
+    rows = stored_rows(args.results, rejected=rejected)
+    for reason in rejected:
+        print(f"left out (placement-gym validate rejects it): {reason}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(stored_rows(args.results)))
+    args.out.write_text(render(rows, rejected))
     print(f"wrote {args.out}")
 
 

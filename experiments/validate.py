@@ -1,9 +1,13 @@
-"""Replay result rows: re-evaluate each row's placement on its task and reject rows that do not reproduce.
+"""Validate result rows: check what each row claims, replay its placement, and rerun the deterministic methods.
 
-Every row of the given files is rebuilt as its task (model, platform, fused coarsening, simulated backend),
-and is rejected, with one line naming the file, line and reason, when:
+Every row of the given files is rejected, with one line naming the file, line and reason, when:
 
 * it is not a valid row (not JSON, a missing or mistyped field);
+* its provenance does not hold (:mod:`experiments.provenance`): an unknown protocol or tier, a budget that
+  is not its tier's, a seed outside the protocol's, a track its method does not declare, a code commit
+  not in the repository's history, a missing or NaN score, a score above the task's proven lower bound's
+  or a latency below that bound; or, among the rows given, a repeated cell or a seed set that differs
+  between a method's tasks or does not start at seed 0;
 * its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
 * its task is not a protocol task (for rows run under a protocol), or its model, platform or coarsening
   cannot be built;
@@ -12,39 +16,63 @@ and is rejected, with one line naming the file, line and reason, when:
 * its placement is malformed (wrong length, a device index out of range);
 * the replayed latency differs from the stored one (relative tolerance :data:`REL_TOL`; an infeasible
   placement must be stored as infeasible), or the stored normalised score differs from the replayed one;
-* it spent more evaluations than its budget.
+* it spent more evaluations than its budget;
+* its method is a cheap deterministic registered method (:data:`RERUN_METHODS`) and running it again
+  (:func:`rerun_row`) does not give the stored placement and evaluation count.
 
-The command exits with status 0 if every row reproduces, and with an error naming the count otherwise.
+Verdicts of single rows are cached per version of the code (:class:`VerdictCache`), so a second validation
+of unchanged rows on unchanged code replays nothing. ``--rerun N`` also reruns N rows sampled with
+``--sample-seed``, whatever their method, end to end, and reports each that differs.
+
+The command exits with status 0 if every row is accepted, and with an error naming the count otherwise.
 
 Usage:
     placement-gym validate results/leaderboard/standard/*.jsonl
+    placement-gym validate --rerun 30 results/leaderboard/standard/*.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import math
-from collections.abc import Iterable, Iterator
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from experiments.arguments import module_main
+from experiments.provenance import method_name, row_problems, set_problems
 from placement_gym.errors import PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
-from placement_gym.results import ResultRow, parse_row
+from placement_gym.results import ResultRow, parse_row, row_line
 
 #: Relative tolerance of a replayed latency (the simulator is deterministic; this absorbs JSON rounding).
 REL_TOL = 1e-9
+#: Registered methods that give the same row for the same seed and take well under a second at the
+#: protocol's tiers: every row of theirs is rerun by validation.
+RERUN_METHODS = frozenset(
+    {"single_device", "heft", "m_topo", "m_etf", "m_sct", "metis", "local_search", "random_search",
+     "simulated_annealing"}
+)  # fmt: skip
+#: Spec arguments that stop a method on the wall clock: such a row is not expected to repeat.
+WALL_CLOCK_ARGUMENTS = ("time_limit", "segment_time_limit")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The replay of one row.
+    """The validation of one row.
 
     Attributes:
         where: ``"<file> line <n>"``.
         row: The row (``None`` if the line is not a valid row).
-        problems: Why it was rejected (empty: it reproduces).
+        problems: Why it was rejected (empty: it is accepted).
         replayed_latency: The latency of its placement now (``nan`` if not replayed).
     """
 
@@ -122,9 +150,11 @@ class Replayer:
                 f"stored latency {_ms(row.latency)} but its placement replays at {_ms(latency)}"
                 + ("" if result.feasible else f" (infeasible: {result.reason})")
             )
-        elif not math.isnan(row.score):
+        else:
             score = problem.score(latency)
-            if not math.isclose(score, row.score, rel_tol=1e-6, abs_tol=1e-9):
+            if math.isnan(score) != math.isnan(row.score) or not (
+                math.isnan(score) or math.isclose(score, row.score, rel_tol=1e-6, abs_tol=1e-9)
+            ):
                 problems.append(f"stored score {row.score:.6f} but the replayed latency scores {score:.6f}")
         return Verdict(where, row, tuple(problems), latency)
 
@@ -146,7 +176,7 @@ def _static_problems(row: ResultRow) -> list[str]:
             )
     if row.budget is not None and row.evaluations > row.budget:
         problems.append(f"{row.evaluations} evaluations spent, over the budget of {row.budget}")
-    return problems
+    return problems + row_problems(row)
 
 
 def _same(a: float, b: float) -> bool:
@@ -159,19 +189,159 @@ def _ms(latency: float) -> str:
     return "infeasible" if math.isinf(latency) else f"{latency * 1e3:.6f} ms"
 
 
+# ---------------------------------------------------------------------- reruns
+def rerun_row(row: ResultRow, where: str = "rerun") -> Verdict:
+    """Run ``row``'s method again on its task with its seed and budget, end to end, and compare: the
+    verdict's problems say how the rerun's placement or evaluation count differ (empty: identical)."""
+    import agents
+    from experiments.bench import run_cell
+
+    if method_name(row.method) not in agents.METHODS:  # a results file never makes validate import code
+        return Verdict(where, row, (f"cannot be rerun: {row.method!r} is not a registered method",))
+    try:
+        again = run_cell(
+            row.model, row.method, row.seed, row.budget, row.platform, row.backend, row.coarsening,
+            protocol_version=row.protocol, tier=row.tier,
+        )  # fmt: skip
+    except (PlacementGymError, ValueError, TypeError) as exc:
+        return Verdict(where, row, (f"cannot be rerun: {' '.join(str(exc).split())[:200]}",))
+    problems = []
+    if list(again.placement) != list(row.placement):
+        moved = sum(a != b for a, b in zip(again.placement, row.placement, strict=True))
+        problems.append(
+            f"rerun places {moved} of {len(row.placement)} groups elsewhere ({_ms(again.latency)}, stored "
+            f"{_ms(row.latency)})"
+        )
+    if again.evaluations != row.evaluations:
+        problems.append(f"rerun spends {again.evaluations} evaluations, stored {row.evaluations}")
+    return Verdict(where, row, tuple(problems), again.latency)
+
+
+def wall_clock_bound(row: ResultRow) -> bool:
+    """Whether the row's method spec stops on the wall clock (a solver's time limit)."""
+    arguments = row.method.partition(":")[2]
+    return any(f"{name}=" in arguments for name in WALL_CLOCK_ARGUMENTS)
+
+
+def sample_rows(verdicts: Sequence[Verdict], n: int, seed: int = 0) -> list[Verdict]:
+    """``n`` accepted rows drawn without replacement with ``seed``, in file order; rows of methods stopped
+    by the wall clock (:func:`wall_clock_bound`), which are not expected to repeat, and of methods that are
+    not registered (validation never imports a module a results file names) are not drawn."""
+    import agents
+
+    pool = [
+        v for v in verdicts
+        if v.ok and v.row is not None and not wall_clock_bound(v.row) and method_name(v.row.method) in agents.METHODS
+    ]  # fmt: skip
+    picks = np.random.default_rng(seed).choice(len(pool), size=min(n, len(pool)), replace=False)
+    return [pool[i] for i in sorted(picks)]
+
+
+# ---------------------------------------------------------------------- the verdict cache
+@cache
+def code_fingerprint() -> str:
+    """SHA-256 of every file of the packages a verdict depends on (their code and data)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in ("placement_gym", "agents", "experiments"):
+        for path in sorted((root / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class VerdictCache:
+    """Problems found for each row text, on one version of the code (:func:`code_fingerprint`): a JSON file
+    under the cache root (``$PLACEMENT_GYM_CACHE`` or ``~/.cache/placement_gym``), ``validate/``.
+
+    Args:
+        path: The cache file (default: the one of the current code); ``None`` with ``enabled=False``.
+        enabled: Whether to read and write it at all.
+    """
+
+    def __init__(self, path: Path | None = None, enabled: bool = True) -> None:
+        from placement_gym.cache import cache_root
+
+        self.enabled = enabled
+        self.path = path or cache_root() / "validate" / f"{code_fingerprint()[:32]}.json"
+        self._entries: dict[str, dict] = {}
+        self._dirty = False
+        if enabled:
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self._entries = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self._entries = {}
+
+    @staticmethod
+    def key(row: ResultRow) -> str:
+        return hashlib.sha256(row_line(row).encode()).hexdigest()
+
+    def get(self, row: ResultRow, where: str) -> Verdict | None:
+        entry = self._entries.get(self.key(row)) if self.enabled else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("problems"), list):
+            return None
+        latency = entry.get("latency")
+        latency = math.inf if latency is None else float(latency)
+        return Verdict(where, row, tuple(str(p) for p in entry["problems"]), latency)
+
+    def put(self, verdict: Verdict) -> None:
+        if self.enabled and verdict.row is not None:
+            latency = verdict.replayed_latency
+            self._entries[self.key(verdict.row)] = {
+                "problems": list(verdict.problems),
+                "latency": None if math.isinf(latency) else latency,
+            }
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the entries (atomically); an unwritable cache is skipped: it only saves time."""
+        if not (self.enabled and self._dirty):
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self._entries, f)
+            os.replace(tmp, self.path)
+            self._dirty = False
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------- validation
 def read_lines(paths: Iterable[Path]) -> Iterator[tuple[str, str]]:
     """``(where, text)`` of every non-blank line of the files."""
     for path in paths:
         if not Path(path).is_file():
             raise RecordError(f"{path}: no such results file")
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for number, text in enumerate(f, 1):
                 if text.strip():
                     yield f"{path} line {number}", text
 
 
-def validate(paths: Iterable[Path]) -> list[Verdict]:
-    """Replay every row of the files (see the module docstring)."""
+def check_row(row: ResultRow, where: str, replayer: Replayer, rerun: bool = True) -> Verdict:
+    """One row's verdict on its own: provenance, replay, and a rerun of a :data:`RERUN_METHODS` row."""
+    verdict = replayer.replay(row, where)
+    if verdict.ok and rerun and method_name(row.method) in RERUN_METHODS and not wall_clock_bound(row):
+        again = rerun_row(row, where)
+        if not again.ok:
+            verdict = dataclasses.replace(verdict, problems=again.problems)
+    return verdict
+
+
+def validate(
+    paths: Iterable[Path], rerun: bool = True, cache: VerdictCache | None = None
+) -> list[Verdict]:
+    """Validate every row of the files (see the module docstring).
+
+    Args:
+        paths: Results files.
+        rerun: Rerun the rows of :data:`RERUN_METHODS`.
+        cache: Verdicts of single rows already found (default: the current code's :class:`VerdictCache`).
+    """
+    cache = cache if cache is not None else VerdictCache()
     replayer = Replayer()
     verdicts = []
     for where, text in read_lines(paths):
@@ -180,26 +350,70 @@ def validate(paths: Iterable[Path]) -> list[Verdict]:
         except RecordError as exc:
             verdicts.append(Verdict(where, None, (str(exc).removeprefix(f"{where}: "),)))
             continue
-        verdicts.append(replayer.replay(row, where))
-    return verdicts
+        verdict = cache.get(row, where) if rerun else None
+        if verdict is None:
+            verdict = check_row(row, where, replayer, rerun)
+            if rerun:
+                cache.put(verdict)
+        verdicts.append(verdict)
+    cache.save()
+    together = set_problems([v.row for v in verdicts])
+    return [
+        dataclasses.replace(v, problems=v.problems + tuple(extra)) if extra else v
+        for v, extra in zip(verdicts, together, strict=True)
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("rows", nargs="+", type=Path, help="results files (JSON lines)")
     parser.add_argument("--quiet", action="store_true", help="print only the rejected rows")
+    parser.add_argument(
+        "--rerun", type=int, default=0, metavar="N",
+        help="also rerun N sampled rows end to end, method included, and report those that differ",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sample-seed", type=int, default=0, help="seed of the --rerun sample (default: 0)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="recompute every verdict (ignore and keep no cache)"
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> None:
-    verdicts = validate(args.rows)
+    if args.rerun < 0:
+        raise RecordError(f"--rerun {args.rerun}: give a number of rows >= 0")
+    verdicts = validate(args.rows, cache=VerdictCache(enabled=not args.no_cache))
     for v in verdicts:
         if not (args.quiet and v.ok):
             print(v.line())
-    rejected = sum(not v.ok for v in verdicts)
     if not verdicts:
         raise RecordError(f"no rows in {', '.join(map(str, args.rows))}")
-    if rejected:
-        raise RecordError(f"{rejected} of {len(verdicts)} rows rejected (see the REJECTED lines above)")
+    rejected = sum(not v.ok for v in verdicts)
+    differ = rerun_sample(verdicts, args.rerun, args.sample_seed) if args.rerun else 0
+    if rejected or differ:
+        raise RecordError(
+            f"{rejected} of {len(verdicts)} rows rejected"
+            + (f", {differ} of {args.rerun} reruns differ" if args.rerun else "")
+            + " (see the REJECTED and DIFFERS lines above)"
+        )
     print(f"all {len(verdicts)} rows reproduce")
+
+
+def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> int:
+    """Rerun ``n`` sampled accepted rows, print one line each and a summary; return how many differ."""
+    sample = sample_rows(verdicts, n, seed)
+    differ = 0
+    for v in sample:
+        again = rerun_row(v.row, v.where)
+        r = v.row
+        cell = f"{r.model}/{r.platform} {r.method} seed {r.seed}"
+        if again.ok:
+            print(f"IDENTICAL {v.where}: {cell}, {r.evaluations} evaluations, {_ms(r.latency)}")
+        else:
+            differ += 1
+            print(f"DIFFERS   {v.where}: {cell}: {'; '.join(again.problems)}")
+    print(f"rerun: {len(sample) - differ} of {len(sample)} sampled rows identical (sample seed {seed})")
+    return differ
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,3 +75,51 @@ def test_a_cell_another_live_process_runs_is_skipped(tmp_path):
         other.wait()
     # its owner gone, the cell is taken over by the next run
     assert run_tier("tiny", ["random_search"], tmp_path, tasks=["resnet50/cpu-igpu"], log=lambda *_: None) == 1
+
+
+def test_the_page_shows_only_rows_that_validate_each_tier_apart_and_escapes_names(tmp_path):
+    """A row scored 5.0 is not ranked, a tiny row in the standard folder is not in the standard table,
+    and a method name cannot add table rows or HTML."""
+    import dataclasses
+
+    from experiments.leaderboard import md_name
+    from placement_gym.results import ResultStore, row_line
+
+    run_tier("tiny", ["heft"], tmp_path, tasks=["resnet50/cpu-igpu"], log=lambda *_: None)
+    (row,) = ResultStore(tmp_path / "tiny" / "heft.jsonl").rows()
+    forged = dataclasses.replace(row, method="m_topo", score=5.0)
+    (tmp_path / "tiny" / "m_topo.jsonl").write_text(row_line(forged))
+    (tmp_path / "standard").mkdir()
+    (tmp_path / "standard" / "heft.jsonl").write_text(row_line(row))  # a tiny row filed as standard
+    rejected: list[str] = []
+    rows = stored_rows(tmp_path, rejected=rejected)
+    assert [r.method for r in rows["tiny"]] == ["heft"] and "standard" not in rows
+    assert len(rejected) == 2 and any("filed under standard/" in r for r in rejected)
+    page = render(rows, rejected)
+    assert "## Tier `standard`" not in page and "2 stored rows did not pass" in page
+
+    evil = "x` | 9 |\n| 1 | <script>alert(1)</script> [a](b)"
+    cell = md_name(evil)
+    assert "|" not in cell and "<" not in cell and "\n" not in cell and "`" not in cell and "[" not in cell
+    assert md_name("milp:time_limit=30") == "`milp:time_limit=30`"
+    table = render({"tiny": [dataclasses.replace(row, method=evil)]})
+    body = [line for line in table.splitlines() if "9" in line and "script" in line]
+    assert len(body) == 2 and all(line.count("|") == 9 or line.count("|") == 3 for line in body)
+
+
+def test_a_sample_of_cheap_stored_rows_reruns_identically():
+    """CI reruns a few stored rows of cheap deterministic methods end to end (method included)."""
+    import numpy as np
+
+    from experiments.validate import rerun_row
+    from placement_gym.results import ResultStore
+
+    rows = []
+    for name in ("heft", "m_etf", "local_search", "random_search", "simulated_annealing"):
+        for path in STORED:
+            if path.name == f"{name}.jsonl":
+                rows += ResultStore(path).rows()
+    rng = np.random.default_rng(0)
+    sample = [rows[i] for i in rng.choice(len(rows), size=6, replace=False)]
+    differ = [v.line() for v in map(rerun_row, sample) if not v.ok]
+    assert not differ, "\n".join(differ)

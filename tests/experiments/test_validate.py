@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
 from experiments import cli
 from experiments.leaderboard import run_tier
-from experiments.validate import validate
+from experiments.validate import VerdictCache, validate
 from placement_gym.results import ResultRow, ResultStore, row_line
 
 TASK = ("resnet50", "cpu-igpu")
@@ -36,23 +37,28 @@ def test_accepts_a_stored_row(row, tmp_path):
 
 
 def test_rejects_an_altered_placement_latency_version_task_or_score(row, tmp_path):
+    from placement_gym.tasks import reference_optimum
+
+    ref = reference_optimum(row.model, row.graph_version, row.platform)
+    faster = row.latency * 0.99  # with its own score: only the replay tells
     moved = list(row.placement)
     moved[len(moved) // 2] = 1 - moved[len(moved) // 2]
     altered = [
         (dataclasses.replace(row, placement=moved), "replays at"),
-        (dataclasses.replace(row, latency=row.latency * 0.99), "replays at"),
+        (dataclasses.replace(row, latency=row.latency * 0.99), "not the score of its latency"),
         (dataclasses.replace(row, graph_version=row.graph_version + 1), "graph version"),
         (dataclasses.replace(row, platform="cpu-dgpu-v0"), "not a task of protocol"),
         (dataclasses.replace(row, backend="measured"), "cannot be replayed"),
-        (dataclasses.replace(row, score=row.score + 0.1), "stored score"),
+        (dataclasses.replace(row, score=row.score + 0.1), "is not the score of its latency"),
+        (dataclasses.replace(row, latency=faster, score=ref.score(faster)), "replays at"),
         (dataclasses.replace(row, placement=row.placement[:-1]), "placement has"),
         (dataclasses.replace(row, placement=[5] * len(row.placement)), "placement rejected"),
         (dataclasses.replace(row, evaluations=row.budget + 1), "over the budget"),
         (dataclasses.replace(row, task_sha256="0" * 64), "task hash"),
     ]
-    verdicts = validate([write(tmp_path / "rows.jsonl", row, *(r for r, _ in altered))])
-    assert verdicts[0].ok
-    for verdict, (_, reason) in zip(verdicts[1:], altered):
+    assert validate([write(tmp_path / "rows.jsonl", row)])[0].ok
+    for altered_row, reason in altered:  # each alone: together they would also repeat one cell
+        (verdict,) = validate([write(tmp_path / "rows.jsonl", altered_row)])
         assert not verdict.ok and reason in verdict.line(), verdict.line()
         assert verdict.line().startswith("REJECTED") and "line" in verdict.where
 
@@ -68,8 +74,169 @@ def test_cli_exit_status_and_messages(row, tmp_path, capsys):
     bad.write_text(row_line(row) + json.dumps(data) + "\n" + '{"model": "resnet50", "torn\n')
     assert cli.main(["validate", good, str(bad)]) != 0
     captured = capsys.readouterr()
-    assert captured.out.count("OK") == 2 and captured.out.count("REJECTED") == 2
+    assert captured.out.count("OK") == 1 and captured.out.count("REJECTED") == 3
     assert "bad.jsonl line 2" in captured.out and "bad.jsonl line 3" in captured.out
-    assert "2 of 4 rows rejected" in captured.err
+    assert "a second row of its cell" in captured.out  # the good row again, in the second file
+    assert "3 of 4 rows rejected" in captured.err
     assert cli.main(["validate", str(tmp_path / "missing.jsonl")]) != 0
     assert "no such results file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- provenance
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> list[ResultRow]:
+    """HEFT (seedless) and local_search (seeds 0-4) on one task at the tiny tier."""
+    out = tmp_path_factory.mktemp("store")
+    run_tier("tiny", ["heft", "local_search"], out, tasks=["/".join(TASK)], log=lambda *_: None)
+    return ResultStore(out / "tiny" / "heft.jsonl").rows() + ResultStore(out / "tiny" / "local_search.jsonl").rows()
+
+
+def check(rows: list[ResultRow], tmp_path) -> list:
+    return validate([write(tmp_path / "rows.jsonl", *rows)], cache=VerdictCache(enabled=False))
+
+
+def test_a_clean_store_passes_with_reruns(store, tmp_path):
+    assert all(v.ok for v in check(store, tmp_path))
+
+
+def test_rejects_rows_whose_provenance_does_not_hold(row, tmp_path):
+    """The named cases: another row's placement under a deterministic method, a tier and budget that
+    disagree, an unknown protocol or tier, seeds outside the protocol's, a missing, NaN or impossible
+    score, a latency under the proven bound, an invented code commit."""
+    from placement_gym.tasks import reference_optimum
+
+    ref = reference_optimum(row.model, row.graph_version, row.platform)
+    optimum = dataclasses.replace(row, placement=list(ref.placement), latency=ref.latency, score=1.0)
+    cases = [
+        (optimum, "rerun places"),
+        (dataclasses.replace(row, tier="standard"), "is not tier standard's 500"),
+        (dataclasses.replace(row, tier="standard", budget=100_000), "budget 100000"),
+        (dataclasses.replace(row, budget=None), "budget None"),
+        (dataclasses.replace(row, protocol="v2"), "protocol 'v2' is unknown"),
+        (dataclasses.replace(row, tier="bogus"), "tier 'bogus' is not a tier"),
+        (dataclasses.replace(row, protocol=None), "without a protocol"),
+        (dataclasses.replace(row, seed=7), "seed 7 is not a seed"),
+        (dataclasses.replace(row, seed=-3), "seed -3 is not a seed"),
+        (dataclasses.replace(row, score=math.nan), "score missing"),
+        (dataclasses.replace(row, score=5.0), "above the task's ceiling"),
+        (dataclasses.replace(row, latency=ref.lower_bound * 0.9), "below the task's proven lower bound"),
+        (dataclasses.replace(row, extra={**row.extra, "code": "0123456789ab"}), "not a commit in this"),
+        (dataclasses.replace(row, extra={**row.extra, "code": "HEAD; rm"}), "is not a commit"),
+    ]
+    for case, reason in cases:
+        (verdict,) = check([case], tmp_path)
+        assert not verdict.ok and reason in verdict.line(), (reason, verdict.line())
+    data = json.loads(row_line(row))
+    data["score"] = None  # null in the file
+    (tmp_path / "null.jsonl").write_text(json.dumps(data) + "\n")
+    (verdict,) = validate([tmp_path / "null.jsonl"], cache=VerdictCache(enabled=False))
+    assert "score missing" in verdict.line()
+
+
+def test_a_track_against_the_methods_declared_one_is_rejected(row, tmp_path):
+    import agents
+
+    if not hasattr(agents, "method_track"):
+        pytest.skip("methods declare no tracks in this version")
+    declared = agents.method_track("heft")
+    other = "black-box" if declared == "white-box" else "white-box"
+    (verdict,) = check([dataclasses.replace(row, track=other)], tmp_path)
+    assert "track" in verdict.line() and not verdict.ok
+    (verdict,) = check([dataclasses.replace(row, track=declared)], tmp_path)
+    assert verdict.ok
+
+
+def test_rejects_cherry_picked_seed_sets_and_repeated_cells(store, tmp_path):
+    heft = [r for r in store if r.method == "heft"]
+    search = [r for r in store if r.method == "local_search"]
+    other = [dataclasses.replace(r, platform="cpu-dgpu") for r in search]  # a second task, all seeds
+    # the same replacement on the second task leaves rows that do not replay; the set check alone:
+    from experiments.provenance import set_problems
+
+    partial = set_problems(heft + search[:3] + other)
+    assert all("partial or cherry-picked" in p[0] for p in partial[1:4])
+    assert not any(partial[4:])
+    lucky = set_problems([search[3]])  # one good seed alone
+    assert "starts at 0" in lucky[0][0]
+    (verdict,) = [v for v in check([search[3]], tmp_path)]
+    assert not verdict.ok
+    repeated = check([*heft, *heft], tmp_path)
+    assert repeated[0].ok and "a second row of its cell" in repeated[1].line()
+
+
+FIELDS = {
+    "model": ["bert", "inception_v3", "tiny_cnn", "resnet50 "],
+    "graph_version": [0, 2, 7],
+    "platform": ["cpu-dgpu", "multi-accel", "model-parallel", "cpu-igpu-v0"],
+    "backend": ["measured", "ray"],
+    "coarsening": ["none", "fused+k64", "k"],
+    "groups": [0, 1, 10_000],
+    "method": ["heft", "m_topo", "m_etf", "m_sct", "single_device", "local_search", "random_search", "metis"],
+    "seed": [-3, 1, 2, 7, 100],
+    "budget": [None, 1, 99, 500, 5_000, 100_000],
+    "latency": ["scale", "inf", "nan", "tiny"],
+    "evaluations": ["more", "less"],
+    "placement": ["flip", "shorter", "zeros", "ones"],
+    "task_sha256": ["0" * 64, "f" * 64],
+    "protocol": [None, "v0", "v2", "V1"],
+    "tier": [None, "standard", "large", "bogus"],
+    "score": [math.nan, 1.0, 5.0, -0.5, "nudge"],
+    "track": ["black-box", "white-box"],
+    "code": ["0123456789ab", "deadbeef", "unknownx", "HEAD"],
+}
+
+
+def corrupt(row: ResultRow, field: str, rng) -> ResultRow:
+    """``row`` with ``field`` changed to another value (the same value is never drawn)."""
+    value = FIELDS[field][int(rng.integers(len(FIELDS[field])))]
+    if field == "code":
+        return dataclasses.replace(row, extra={**row.extra, "code": value})
+    if field == "latency":
+        value = {"scale": row.latency * (1 + rng.uniform(1e-6, 0.5) * rng.choice([-1, 1])), "inf": math.inf,
+                 "nan": math.nan, "tiny": 1e-9}[value]  # fmt: skip
+    elif field == "evaluations":
+        value = row.evaluations + 1 if value == "more" or row.evaluations == 0 else row.evaluations - 1
+    elif field == "placement":
+        p = list(row.placement)
+        if value == "flip":
+            i = int(rng.integers(len(p)))
+            p[i] = (p[i] + 1) % 2
+        value = {"flip": p, "shorter": p[:-1], "zeros": [0] * len(p), "ones": [1] * len(p)}[value]
+    elif field == "score" and value == "nudge":
+        value = row.score + rng.choice([-1, 1]) * 1e-4
+    if getattr(row, field) == value or (field == "placement" and list(row.placement) == value):
+        return corrupt(row, field, rng)
+    if field == "track":
+        import agents
+
+        declared = getattr(agents, "method_track", lambda _: None)(row.method.partition(":")[0])
+        if declared is None or value == declared:
+            return None  # a track the method declares (or none declared): not a corruption
+    return dataclasses.replace(row, **{field: value})
+
+
+def test_fuzz_every_corruption_of_provenance_or_score_is_rejected(store):
+    """Random single-field corruptions of random rows of a clean store (a seeded generator): validation of
+    the store with the corrupted row rejects it, whatever field and value."""
+    import numpy as np
+
+    from experiments.provenance import set_problems
+    from experiments.validate import Replayer, check_row
+
+    rng = np.random.default_rng(20240611)
+    replayer = Replayer()
+    missed = []
+    for _ in range(120):
+        i = int(rng.integers(len(store)))
+        field = list(FIELDS)[int(rng.integers(len(FIELDS)))]
+        bad = corrupt(store[i], field, rng)
+        if bad is None:
+            continue
+        if field == "method" and bad.method == "heft" and list(bad.placement) == list(store[0].placement):
+            continue  # heft's own placement filed under heft is heft's row
+        rows = store[:i] + [bad] + store[i + 1 :]
+        verdict = check_row(bad, "fuzz", replayer)
+        problems = list(verdict.problems) + set_problems(rows)[i]
+        if not problems:
+            missed.append(f"{field}={getattr(bad, field, bad.extra.get('code'))!r} on {store[i].method} seed {store[i].seed}")
+    assert not missed, "accepted corruptions:\n" + "\n".join(missed)
