@@ -5,7 +5,11 @@ A spec names a method and its arguments as text, as ``bench --methods`` and resu
 * ``milp:time_limit=30,warm_start=false``: a method of :data:`agents.METHODS` with keyword arguments;
 * ``my_pkg.my_module:MyAgent:lr=0.01``: an outside agent, a class with a ``place()`` method (a
   :class:`~agents.base.PlacementMethod` subclass, say), built with the keyword arguments;
-* ``my_pkg.my_module:my_place``: an outside agent as a function ``my_place(problem, budget, seed, **kw)``.
+* ``my_pkg.my_module:my_place``: an outside agent as a function ``my_place(problem, budget, seed, **kw)``;
+* ``my_module:train``: an agent that steps an env, ``train(env, budget, seed, **kw)`` (a function, or a class
+  with such a method; see :mod:`placement_gym.env_agents`);
+* ``stable_baselines3:PPO:n_steps=64``: a Stable-Baselines3 ``BaseAlgorithm`` subclass by import path, with
+  its policy and keyword arguments (:mod:`agents.sb3.algorithm`).
 
 A module that is not importable is also looked for in the current folder (appended to ``sys.path``, so it
 never shadows an installed module): ``cd examples && placement-gym bench --methods my_agent:greedy``.

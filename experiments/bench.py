@@ -245,7 +245,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=arguments.method,
         action=UniqueList,
         help="method specs, e.g. heft milp:time_limit=60 single_device:device=cpu, or your own agent as "
-        "my_pkg.my_module:MyAgent or my_module:my_function (with :key=value,... arguments)",
+        "my_pkg.my_module:MyAgent or my_module:my_function (place(problem, ...) or train(env, ...)), or a "
+        "Stable-Baselines3 algorithm as stable_baselines3:PPO (with :key=value,... arguments)",
     )
     parser.add_argument(
         "--tier",
