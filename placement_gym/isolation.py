@@ -2,42 +2,41 @@
 
 OpenVINO's CPU plugin crashes on some models it has never seen (a deep MLP with residual adds segfaults
 its compile: an upstream bug), and a crash in-process kills the whole program with exit status 139 and
-no message. :func:`run_isolated` runs such a call in a child process forked from a fork server (a clean
-single-threaded process started once, which has imported the fusion reader: nothing of the parent's
-threads or OpenVINO state is inherited; ``spawn`` where there is no fork server) and turns its death into a
+no message. :func:`run_isolated` runs such a call in a fresh interpreter that runs only the project's own
+entry point (``python -m placement_gym.isolation_child``): the function is named by module and qualified
+name, its arguments and result travel through files in a private temporary folder, and nothing of the
+caller's ``__main__``, threads or OpenVINO state reaches the child. So a script without an
+``if __name__ == "__main__":`` guard, code fed on stdin, ``python -c`` and notebooks work (a fork server
+or ``spawn`` would re-run the caller's ``__main__`` in the child). The child's death becomes a
 :class:`~placement_gym.errors.BackendError` that says which call crashed and with which signal. An
 exception the call raises is re-raised in the parent as it was (or, if it cannot be sent back, as a
 ``BackendError`` with its text).
 
-The first child pays for starting the fork server (a new Python process importing placement-gym and
-OpenVINO); later ones are forks of it. Only calls on models the project has not seen run isolated, once
-per model (callers memoise): the zoo's models are compiled in-process.
+Each call starts a new Python process that imports placement-gym and OpenVINO (seconds, not
+milliseconds). Only calls on models the project has not seen run isolated, once per model (callers
+memoise): the zoo's models are compiled in-process.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import os
+import pickle
+import shutil
 import signal
-import traceback
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_gym.errors import BackendError
 
 T = TypeVar("T")
-
-
-def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    try:
-        result: tuple[str, Any] = ("ok", fn(*args))
-    except BaseException as exc:  # sent back to the parent, which raises it
-        result = ("error", exc)
-    try:
-        conn.send(result)
-    except Exception:  # an unpicklable result or exception: send its text
-        text = "".join(traceback.format_exception_only(type(result[1]), result[1])).strip()
-        conn.send(("text", text))
-    conn.close()
+#: The folder that holds the ``placement_gym`` package: put first on the child's import path, so the child
+#: runs the same code as the caller even when the caller found it through ``sys.path`` edits.
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+CHILD_MODULE = "placement_gym.isolation_child"
 
 
 def _signal_name(code: int) -> str:
@@ -47,60 +46,77 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _context() -> Any:
-    """A fork server (Linux) that has imported the fusion reader once, so each child is a cheap fork of a
-    clean single-threaded process; ``spawn`` where there is none."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["placement_gym.fusion"])
-    return context
+def function_reference(fn: Callable[..., Any]) -> tuple[str, str]:
+    """``(module, qualified name)`` by which the child imports ``fn``.
+
+    Raises:
+        BackendError: If ``fn`` is not an importable module-level function (a lambda, a nested function,
+            or one defined in ``__main__``, which the child never runs).
+    """
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(name, str) or module == "__main__" or "<" in name:
+        raise BackendError(
+            f"run_isolated needs a function importable by module and name, got {fn!r} "
+            f"(module {module!r}); define it at the top level of a module"
+        )
+    return module, name
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = _PROJECT_ROOT + (os.pathsep + path if path else "")
+    env["PYTHONSAFEPATH"] = "1"  # the caller's current folder is not put on the child's import path
+    return env
 
 
 def run_isolated(fn: Callable[..., T], *args: Any, what: str, timeout: float | None = None) -> T:
-    """``fn(*args)`` computed in a child process.
+    """``fn(*args)`` computed in a child process (a fresh interpreter; see the module docstring).
 
     Args:
-        fn: A module-level function (it is pickled by reference); its arguments and result must pickle.
+        fn: A module-level function (imported by the child by module and name); its arguments and result
+            must pickle.
         *args: Its arguments.
         what: What the call does, for messages (``"compiling model.xml to read its fusions"``).
         timeout: Seconds to wait before the child is killed (``None``: no limit).
 
     Raises:
-        BackendError: If the child dies (a crash: the signal is named), is killed after ``timeout``, or
-            sends back an exception that cannot be re-created here.
+        BackendError: If ``fn`` cannot be named for the child, the child dies (a crash: the signal is
+            named), is killed after ``timeout``, or sends back an exception that cannot be re-created here.
         Exception: Whatever ``fn`` raised, re-raised as it was.
     """
-    context = _context()
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send, fn, args), daemon=True)
-    process.start()
-    send.close()
-    message, timed_out = None, False
+    module, name = function_reference(fn)
+    folder = Path(tempfile.mkdtemp(prefix="placement-gym-isolated-"))  # mode 0700: only this user
     try:
-        if receive.poll(timeout):
-            message = receive.recv()
-        else:
-            timed_out = process.is_alive()
-    except (EOFError, OSError):  # the child died before it answered
-        pass
-    finally:
-        receive.close()
-        process.join(5.0 if message is not None else 0.1)
-        if process.is_alive():
-            process.kill()
-        process.join()
-    if message is None:
-        if timed_out:
-            raise BackendError(f"{what} did not finish within {timeout:g} s and was stopped")
-        code = process.exitcode or 0
-        how = _signal_name(code) if code < 0 else f"exit status {code}"
-        raise BackendError(
-            f"{what} crashed the process it ran in ({how}); this is a failure of the library on this model, "
-            "not of your input: try another OpenVINO release or export of the model (placement-gym ran the "
-            "call in a child process, so only that process died)"
+        request, answer = folder / "request.pickle", folder / "answer.pickle"
+        try:
+            request.write_bytes(pickle.dumps((module, name, args)))
+        except Exception as exc:
+            raise BackendError(f"{what}: its arguments cannot be sent to a child process ({exc})") from exc
+        command = [sys.executable, "-m", CHILD_MODULE, str(request), str(answer)]
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=_child_env(), cwd=folder
         )
-    status, value = message
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise BackendError(f"{what} did not finish within {timeout:g} s and was stopped") from None
+        except BaseException:  # Ctrl-C in the parent: do not leave the child running
+            process.kill()
+            process.wait()
+            raise
+        if not answer.is_file():
+            how = _signal_name(code) if code < 0 else f"exit status {code}"
+            raise BackendError(
+                f"{what} crashed the process it ran in ({how}); this is a failure of the library on this "
+                "model, not of your input: try another OpenVINO release or export of the model "
+                "(placement-gym ran the call in a child process, so only that process died)"
+            )
+        status, value = pickle.loads(answer.read_bytes())  # written by our own child, in our own folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     if status == "ok":
         return value
     if status == "error":
@@ -108,4 +124,4 @@ def run_isolated(fn: Callable[..., T], *args: Any, what: str, timeout: float | N
     raise BackendError(f"{what} failed: {value}")
 
 
-__all__ = ["run_isolated"]
+__all__ = ["function_reference", "run_isolated"]

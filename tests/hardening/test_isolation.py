@@ -49,6 +49,24 @@ def test_results_and_exceptions_come_back_as_they_were() -> None:
         run_isolated(raise_value_error, "bad input", what="failing")
 
 
+def test_only_importable_module_level_functions_run_isolated() -> None:
+    def nested() -> None:
+        pass
+
+    for fn in (lambda: None, nested):
+        with pytest.raises(BackendError, match="importable by module and name"):
+            run_isolated(fn, what="nothing")
+
+
+def test_an_unpicklable_result_is_a_backend_error() -> None:
+    with pytest.raises(BackendError, match="reading m failed: its result .* cannot be sent back"):
+        run_isolated(make_generator, what="reading m")
+
+
+def make_generator() -> object:
+    return (i for i in range(3))
+
+
 def test_a_hung_child_is_stopped_after_the_timeout() -> None:
     with pytest.raises(BackendError, match="did not finish within 0.5 s"):
         run_isolated(sleep, 60.0, what="sleeping", timeout=0.5)
