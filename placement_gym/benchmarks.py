@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +59,14 @@ class Benchmark:
     input_shapes: dict[str, list[int]] | None = None
     source_sha256: str | None = None
     ir_sha256: str | None = None
+    _content_sha256: str | None = field(default=None, repr=False)
 
     @property
     def model(self) -> ov.Model:
         """The OpenVINO model (read lazily from the IR for zoo models)."""
         if self._model is None:
-            if self.ir_sha256 is None:
+            if self.ir_sha256 is None:  # a user model file (an unpickled benchmark): still the same file?
+                check_unchanged(self.source, self.source_sha256)
                 self._model = load_model(self.source, input_shapes=self.input_shapes).model
             else:  # a zoo model: its cached IR is verified in full (or rebuilt) before it is read
                 path, digest = ir_entry(self.name)
@@ -74,6 +77,20 @@ class Benchmark:
                     )
                 self._model = load_model(path).model
         return self._model
+
+    @property
+    def content_sha256(self) -> str:
+        """SHA-256 of the model's content, which every cached result of this model is keyed by: the model
+        file's (``.xml`` + ``.bin``, or ``.onnx``), the cached IR ``.xml``'s for a zoo model (the cache
+        verifies its weights against their recorded hash), or the serialized IR's for an in-memory model
+        (computed once)."""
+        if self.source_sha256 is not None:
+            return self.source_sha256
+        if self.ir_sha256 is not None:
+            return self.ir_sha256
+        if self._content_sha256 is None:
+            self._content_sha256 = serialized_sha256(self.model)
+        return self._content_sha256
 
     def identity(self) -> dict[str, Any]:
         """What a result records to find this model again: name and version, and for a user model file
@@ -119,6 +136,41 @@ def _from_loaded(
     return Benchmark(loaded.name, loaded.version, ops, layers, source, loaded.model, **identity)
 
 
+def _file_digest(source: Any) -> str | None:
+    """The content hash of a model file source, taken before the file is read (None for other sources)."""
+    if isinstance(source, (str, Path)) and str(source).endswith((".xml", ".onnx")):
+        path = Path(source)
+        parts = (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,)
+        if all(part.is_file() for part in parts):
+            return file_sha256(path)
+    return None
+
+
+def check_unchanged(path: Path, digest: str | None) -> None:
+    """Refuse a model file whose content is no longer ``digest`` (replaced or edited since it was hashed).
+
+    Raises:
+        CorruptModelError: If the file's content hash differs.
+    """
+    if digest is not None and file_sha256(Path(path)) != digest:
+        raise CorruptModelError(
+            f"model file {path} changed since it was loaded (its content hash differs); load it again"
+        )
+
+
+def serialized_sha256(model: ov.Model) -> str:
+    """SHA-256 of an in-memory model serialized as IR (``.xml`` + ``.bin``)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="placement-gym-hash-") as tmp:
+        xml = Path(tmp) / "model.xml"
+        ov.serialize(model, str(xml), str(xml.with_suffix(".bin")))
+        digest = hashlib.sha256()
+        for part in (xml, xml.with_suffix(".bin")):
+            digest.update(part.read_bytes())
+        return digest.hexdigest()
+
+
 def load_benchmark(
     source: Any, example_input: Any = None, input_shapes: InputShapes | None = None
 ) -> Benchmark:
@@ -159,11 +211,13 @@ def load_benchmark(
         ops = CompGraph.load(directory / "graph.npz")
         layers = json.loads((directory / "fused.json").read_text())
         return Benchmark(spec.name, spec.version, ops, layers, xml, ir_sha256=ir_digest)
+    before = _file_digest(source)
     loaded = load_model(source, example_input, input_shapes)
     if loaded.meta.get("source", "").endswith((".xml", ".onnx")):
         path = Path(loaded.meta["source"])
         shapes = (
             {p.get_any_name(): list(p.get_shape()) for p in loaded.model.inputs} if input_shapes else None
         )
-        return _from_loaded(loaded, path, input_shapes=shapes, source_sha256=file_sha256(path))
+        check_unchanged(path, before)  # the content read is the content hashed
+        return _from_loaded(loaded, path, input_shapes=shapes, source_sha256=before)
     return _from_loaded(loaded, loaded.model)

@@ -1,14 +1,16 @@
 """An on-disk cache of converted artefacts (OpenVINO IR, graphs, fusion groups), safe for concurrent use.
 
-Layout: ``<cache root>/<kind>/<key>/`` holds the files of one entry plus ``meta.json``, which records
-the size and the SHA-256 of every file (hashed once, when the entry is written). An entry is written into
-a temporary directory next to its final place and renamed into place only when complete, under a file
-lock, so a reader never sees a half-written entry and two writers never build the same entry twice.
-Temporary directories left by a writer that was killed are removed by the next writer of that entry
-(under the same lock). An entry whose files no longer match ``meta.json`` (a changed byte anywhere, of
-any file size) is reported as corrupt and, for entries the cache can rebuild, rebuilt. A caller may also
-declare an intact entry stale (``accept``: a profile taken on another machine) or ask for a new one
-(``force``); it is replaced the same way.
+Layout: ``<cache root>/<kind>/<key>/`` holds the files of one entry plus ``meta.json``, which records the
+size and the SHA-256 of every file (hashed once, when the entry is written) and a checksum of its own fields
+(``meta_sha256``: an edited figure of a profile or a swapped file record makes the entry corrupt; entries
+written before meta.json carried one are checked by their files' hashes alone). An entry is written into a
+temporary directory next to its final place and renamed into place only when complete, under a file lock, so
+a reader never sees a half-written entry and two writers never build the same entry twice. Temporary
+directories left by a writer that was killed are removed by the next writer of that entry (under the same
+lock). An entry whose files no longer match ``meta.json`` (a changed byte anywhere, of any file size) is
+reported as corrupt and, for entries the cache can rebuild, rebuilt. A caller may also declare an intact
+entry stale (``accept``: a profile taken on another machine) or ask for a new one (``force``); it is
+replaced the same way.
 
 Reading verifies every file's hash; a file already verified by this process and unchanged since
 (same size, inode and modification time) is not hashed again, so a process pays for hashing BERT's
@@ -26,11 +28,12 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from placement_gym.errors import CacheError, ConfigError, CorruptModelError, LockError
+from placement_gym.errors import CacheError, CacheWarning, ConfigError, CorruptModelError, LockError
 from placement_gym.files import read_text
 from placement_gym.locks import FileLock
 
@@ -70,6 +73,12 @@ def _fingerprint(directory: Path) -> dict[str, dict[str, Any]]:
     return files
 
 
+def meta_checksum(meta: dict[str, Any]) -> str:
+    """SHA-256 of an entry's metadata, every field but ``meta_sha256`` itself."""
+    fields = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
@@ -81,7 +90,8 @@ def _fsync(path: Path) -> None:
 def _write_durably(directory: Path, meta: dict[str, Any]) -> None:
     """Write ``meta.json`` and flush every file of ``directory`` and the folder itself to the disk, so an
     entry renamed into place is complete even after a power cut, and a full disk shows up here."""
-    (directory / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    signed = {**meta, "meta_sha256": meta_checksum(meta)}
+    (directory / "meta.json").write_text(json.dumps(signed, indent=1, sort_keys=True))
     for path in directory.iterdir():
         _fsync(path)
     _fsync(directory)
@@ -120,10 +130,11 @@ def verify_entry(
             another's place is another entry's, whatever its files' hashes say.
 
     Raises:
-        CorruptModelError: If the entry or one of its files is a symbolic link, ``meta.json`` is missing or
-            unreadable, records another kind or key (or none: an older format), or a file is missing, has
-            another size or another hash (an entry written before hashes covered every file has none for
-            its large files, and counts as corrupt so that it is rebuilt with them).
+        CorruptModelError: If the entry or one of its files is a symbolic link, ``meta.json`` is missing,
+            unreadable or does not match its checksum, records another kind or key (or none: an older
+            format), or a file is missing, has another size or another hash (an entry written before
+            hashes covered every file has none for its large files, and counts as corrupt so that it is
+            rebuilt with them).
     """
     meta_path = directory / "meta.json"
     if directory.is_symlink() or meta_path.is_symlink():
@@ -137,6 +148,11 @@ def verify_entry(
             raise ValueError("'files' is not a mapping of file records with sizes")
     except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
         raise CorruptModelError(f"cache entry {directory} has no valid meta.json ({exc})") from exc
+    if "meta_sha256" in meta and meta["meta_sha256"] != meta_checksum(meta):
+        raise CorruptModelError(
+            f"cache entry {directory}: meta.json does not match its checksum (edited or damaged)"
+        )
+    meta.pop("meta_sha256", None)
     _check_identity(directory, meta, kind, key)
     for name, info in recorded.items():
         path = directory / name
@@ -298,9 +314,10 @@ def _build(
                 if accept is None or accept(final, meta):
                     return final, meta
                 replace = True  # stale
-            except CorruptModelError:
+            except CorruptModelError as exc:
                 if not rebuild_corrupt:
                     raise
+                warnings.warn(f"{exc}; rebuilding cache entry {kind}/{key}", CacheWarning, stacklevel=4)
                 replace = True
         if replace:
             trash = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.corrupt."))

@@ -100,6 +100,11 @@ class UntrustedFileError(PlacementGymError):
     """A file could run code when loaded (a pickle) and was not marked as trusted."""
 
 
+class CacheWarning(UserWarning):
+    """A cached entry or result did not prove what it holds (edited, damaged, another entry's) and is
+    rebuilt or measured again instead of being used."""
+
+
 class ProfileWarning(UserWarning):
     """A stored per-layer profile disagrees with a fresh measurement of the same model (rerun
     ``placement-gym calibrate``)."""

@@ -6,7 +6,15 @@ The file is append-only. Its first kind of line describes a measurement configur
 
 and every other line is one result of the configuration with that fingerprint::
 
-    {"type": "result", "fingerprint": "3f9a...", "placement": [0, 1, ...], "latency": 0.071, ...}
+    {"type": "result", "fingerprint": "3f9a...", "placement": [0, 1, ...], "latency": 0.071, ...,
+     "checksum": "a41c..."}
+
+The configuration includes the SHA-256 of the model's content (:attr:`Benchmark.content_sha256
+<placement_gym.benchmarks.Benchmark.content_sha256>`), so a model file replaced at the same path, with the
+same graph, never finds the old file's results. Every line carries a checksum of its other fields
+(:func:`line_checksum`): a line edited by hand (a latency set to ``1e-9``) or damaged is not served; it is
+counted in :attr:`ResultCache.tampered`, a warning says so, and the placement is measured again. The
+checksum detects edits and damage, not a forger who recomputes it.
 
 Each line is written with a single ``write`` on a file opened with ``O_APPEND``, so concurrent writers
 never interleave lines and a crash can at worst leave a torn last line, which loading skips. Loading keeps
@@ -34,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement_gym.backends.base import LatencyResult
-from placement_gym.errors import BackendError
+from placement_gym.errors import BackendError, CacheWarning
 
 
 class _ResultLine(BaseModel):
@@ -74,6 +82,13 @@ def check_cache_path(path: str | os.PathLike | None) -> None:
             break
 
 
+def line_checksum(line: dict[str, Any]) -> str:
+    """A short hash of every field of a cache line except ``checksum`` itself."""
+    fields = {k: v for k, v in line.items() if k != "checksum"}
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def fingerprint(config: dict[str, Any]) -> str:
     """A short stable hash of a JSON-serialisable configuration."""
     text = json.dumps(config, sort_keys=True, default=str)
@@ -94,6 +109,8 @@ class ResultCache:
 
     Attributes:
         rejected: Number of loaded lines of this configuration that were skipped as malformed.
+        tampered: Number of loaded lines of this configuration whose checksum does not match (edited or
+            damaged), skipped with a warning unless a later valid line measured the placement again.
 
     Raises:
         BackendError: If ``path`` is a directory or lies under a file (see :func:`check_cache_path`).
@@ -112,6 +129,7 @@ class ResultCache:
         self.size = size
         self.width, self.num_devices = width, num_devices
         self.rejected = 0
+        self.tampered = 0
         self.config = config
         self.fingerprint = fingerprint(config)
         self.path = Path(path) if path is not None else None
@@ -157,7 +175,7 @@ class ResultCache:
         lines.append(
             {"type": "result", "fingerprint": self.fingerprint, "placement": placement.tolist(), **row}
         )
-        text = "".join(json.dumps(line, default=str) + "\n" for line in lines)
+        text = "".join(json.dumps(_signed(line), default=str) + "\n" for line in lines)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -184,11 +202,20 @@ class ResultCache:
 
     def _load(self) -> None:
         try:
-            self._read()
+            unserved = self._read()
         except OSError as exc:
             raise BackendError(f"cannot read the result cache {self.path}: {exc}") from exc
+        if unserved:
+            warnings.warn(
+                f"result cache {self.path}: {unserved} result(s) of this configuration do not match their "
+                "checksum (edited or damaged); they are not used, and those placements are measured again",
+                CacheWarning,
+                stacklevel=4,
+            )
 
-    def _read(self) -> None:
+    def _read(self) -> int:
+        """Load this configuration's valid lines; returns how many placements have only tampered lines."""
+        tampered: set[bytes] = set()
         with open(self.path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
@@ -196,6 +223,10 @@ class ResultCache:
                 except (ValueError, RecursionError):
                     continue  # a torn line, or one too deeply nested to be ours
                 if not isinstance(row, dict) or row.get("fingerprint") != self.fingerprint:
+                    continue
+                if row.get("checksum") != line_checksum(row):
+                    self.tampered += 1
+                    tampered.add(_placement_key(row))
                     continue
                 if row.get("type") == "config":
                     self._config_written = True
@@ -205,7 +236,10 @@ class ResultCache:
                     self.rejected += 1
                     continue
                 placement, result = parsed
+                tampered.discard(placement.tobytes())  # measured again after the bad line: rebuilt
                 self._insert(placement.tobytes(), result)
+        tampered.discard(b"config")
+        return len(tampered)
 
     def _parse(self, row: dict[str, Any]) -> tuple[np.ndarray, LatencyResult] | None:
         """A result line as ``(placement, result)``, or None if any field is malformed or inconsistent."""
@@ -233,3 +267,17 @@ class ResultCache:
             host_load=line.host_load,
         )
         return placement, result
+
+
+def _signed(line: dict[str, Any]) -> dict[str, Any]:
+    return {**line, "checksum": line_checksum(line)}
+
+
+def _placement_key(row: dict[str, Any]) -> bytes:
+    """The memory key of a line's placement, or a key of its own if the placement is malformed."""
+    if row.get("type") == "config":
+        return b"config"
+    try:
+        return np.asarray(row.get("placement"), dtype=np.int64).tobytes()
+    except (TypeError, ValueError, OverflowError):
+        return repr(row.get("placement")).encode()

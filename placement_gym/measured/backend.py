@@ -22,7 +22,8 @@ measured once when first needed (:attr:`MeasuredBackend.reference_level`): drift
 between evaluations cancels. Each result carries the half-width of its confidence interval (``ci``) and the
 host's load average (``host_load``).
 
-Results are cached per placement (:mod:`placement_gym.backends.result_cache`). Compile failures are
+Results are cached per placement (:mod:`placement_gym.backends.result_cache`), under a key that holds the
+model's content hash and every protocol setting, each line with a checksum. Compile failures are
 cached as infeasible (they recur); runtime errors, timeouts and non-finite timings are returned as
 infeasible but never cached, so a transient failure does not stick to a placement.
 
@@ -225,6 +226,7 @@ class MeasuredBackend(LatencyBackend):
         return {
             "benchmark": self.benchmark.name,
             "benchmark_version": self.benchmark.version,
+            "model_sha256": self.benchmark.content_sha256,  # a file replaced at the same path is new
             "ops": ops.num_nodes,
             "coarsening": self.graph.level,
             "assignment": _digest(self.graph.assignment),

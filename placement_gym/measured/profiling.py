@@ -257,11 +257,13 @@ def validated_op_times(
 
 
 def _profile_key(benchmark: Any, device: Device, warmup: int, runs: int) -> str:
-    """The cache key of a profile: model, graph, device and its compile configuration, protocol. The
-    machine and the OpenVINO version are checked against the stored record instead (see :func:`_current`),
-    so that a profile from elsewhere is found and redone rather than silently kept beside the right one."""
+    """The cache key of a profile: model content, graph, device and its compile configuration, protocol.
+    The machine and the OpenVINO version are checked against the stored record instead (see
+    :func:`_current`), so that a profile from elsewhere is found and redone rather than silently kept
+    beside the right one."""
     config = json.dumps(device.compile_config(), sort_keys=True, default=str)
-    graph_hash = hashlib.sha256("\n".join(benchmark.ops.names).encode()).hexdigest()[:10]
+    graph = "\n".join(benchmark.ops.names)
+    graph_hash = hashlib.sha256(f"{benchmark.content_sha256}|{graph}".encode()).hexdigest()[:10]
     config_hash = hashlib.sha256(f"{device.ov_device}|{config}|{warmup}|{runs}".encode()).hexdigest()[:10]
     device_tag = device.ov_device.replace(".", "")
     return f"{benchmark.name}-v{benchmark.version}-p{PROFILE_VERSION}-{device_tag}-{config_hash}-{graph_hash}"
@@ -326,6 +328,7 @@ def profile_record(
         return {
             "model": benchmark.name,
             "version": benchmark.version,
+            "model_sha256": benchmark.content_sha256,
             "openvino": ov.get_version(),
             "machine": machine_fingerprint(),
             "device": device.ov_device,

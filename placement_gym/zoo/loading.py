@@ -138,14 +138,36 @@ def _read_ir_or_onnx(path: Path) -> ov.Model:
         raise CorruptModelError(f"cannot read {path}: {' '.join(str(exc).split())}") from exc
 
 
+#: Model files hashed by this process: resolved path -> (stamp of every part, SHA-256).
+_FILE_HASHES: dict[str, tuple[tuple[tuple[int, int, int, int], ...], str]] = {}
+
+
+def _stamp(part: Path) -> tuple[int, int, int, int]:
+    st = part.stat()
+    return (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def file_sha256(path: Path) -> str:
-    """SHA-256 of a model file; for an IR, of the ``.xml`` followed by its ``.bin``."""
+    """SHA-256 of a model file's content; for an IR, of the ``.xml`` followed by its ``.bin``.
+
+    Hashed once per process while the files are unchanged (same size, inode, modification and change
+    times): a file replaced or edited in place, even with the same size, is hashed again.
+    """
+    parts = (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,)
+    key = str(Path(path).resolve())
+    stamps = tuple(_stamp(part) for part in parts)
+    known = _FILE_HASHES.get(key)
+    if known is not None and known[0] == stamps:
+        return known[1]
     h = hashlib.sha256()
-    for part in (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,):
+    for part in parts:
         with open(part, "rb") as f:
             for chunk in iter(lambda: f.read(2**20), b""):
                 h.update(chunk)
-    return h.hexdigest()
+    digest = h.hexdigest()
+    if tuple(_stamp(part) for part in parts) == stamps:  # not changed while it was read
+        _FILE_HASHES[key] = (stamps, digest)
+    return digest
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:

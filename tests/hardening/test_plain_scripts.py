@@ -51,7 +51,8 @@ def _run(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.Com
 
 
 @pytest.mark.parametrize(
-    "how", ["script", pytest.param("stdin", marks=pytest.mark.slow), pytest.param("-c", marks=pytest.mark.slow)]
+    "how",
+    ["script", pytest.param("stdin", marks=pytest.mark.slow), pytest.param("-c", marks=pytest.mark.slow)],
 )
 def test_a_script_without_a_main_guard_makes_an_env_on_a_new_model(tmp_path, how) -> None:
     model, marker = _new_model(tmp_path), tmp_path / "marker.txt"
