@@ -18,7 +18,7 @@ import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
 from agents.baselines.baechi import list_scheduler_placements
-from agents.baselines.common import allowed_devices, evaluate_within_budget
+from agents.baselines.common import Deadline, allowed_devices, evaluate_within_budget
 from agents.baselines.decomposition import memory_can_bind
 from agents.baselines.exact_memory import solve_with_memory
 from agents.baselines.heft import heft_placement
@@ -37,8 +37,9 @@ class ExactPlacement(PlacementMethod):
         max_segment: Largest segment solved whole before cutting at jumping edges.
         enumerate_limit: Largest number of a segment's placements to enumerate instead of a MILP.
         segment_time_limit: HiGHS's time limit per segment MILP, seconds.
-        time_limit: Time limit of the whole solve when memory can bind, seconds
-            (:func:`~agents.baselines.exact_memory.solve_with_memory`).
+        time_limit: Time limit of the whole method, seconds, on both paths: it stops within it plus the
+            slack of one step (``docs/agents.md``) and reports the gap it proved (``timed_out`` says
+            whether the limit stopped it).
         threads: HiGHS threads (``None``: its default).
     """
 
@@ -75,7 +76,12 @@ class ExactPlacement(PlacementMethod):
         ]
 
     def _solve(
-        self, cost: CostModel, allowed: np.ndarray, candidates: list[np.ndarray], memory: bool
+        self,
+        cost: CostModel,
+        allowed: np.ndarray,
+        candidates: list[np.ndarray],
+        memory: bool,
+        deadline: Deadline,
     ) -> tuple[np.ndarray | None, float, float, bool, dict[str, Any]]:
         """Run the solver that fits: (placement, its latency, lower bound, whether a MILP ran, details)."""
         if memory:
@@ -83,7 +89,7 @@ class ExactPlacement(PlacementMethod):
                 cost,
                 allowed,
                 candidates,
-                time_limit=self.time_limit,
+                time_limit=max(deadline.left(), 0.01),
                 max_segment=self.max_segment,
                 enumerate_limit=self.enumerate_limit,
                 segment_time_limit=self.segment_time_limit,
@@ -93,10 +99,20 @@ class ExactPlacement(PlacementMethod):
                 "solver": "lagrangian decomposition + milp (memory can bind)",
                 "lagrangian_iterations": result.iterations,
                 "milp_status": result.milp,
+                # the whole-graph MILP was cut short, or skipped for want of time while a gap remained
+                "timed_out": deadline.expired()
+                or result.milp == "Time limit reached"
+                or (result.milp is None and not result.lower_bound >= result.latency * (1 - 1e-6)),
             }
             return result.placement, result.latency, result.lower_bound, True, details
         result = solve_decomposed(
-            cost, allowed, self.max_segment, self.enumerate_limit, self.segment_time_limit, self.threads
+            cost,
+            allowed,
+            self.max_segment,
+            self.enumerate_limit,
+            self.segment_time_limit,
+            self.threads,
+            deadline=deadline,
         )
         details = {
             "solver": "decomposition",
@@ -105,10 +121,12 @@ class ExactPlacement(PlacementMethod):
             "dropped_edges": result.dropped,
             "milp_segments": result.milp_segments,
             "assembled_latency": result.latency,
+            "timed_out": result.timed_out,
         }
         return result.placement, result.latency, result.lower_bound, result.milp_segments > 0, details
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
+        deadline = Deadline.after(self.time_limit)
         cost = tracker.problem.cost_model()
         allowed = allowed_devices(tracker.problem)
         memory = memory_can_bind(cost)
@@ -116,7 +134,7 @@ class ExactPlacement(PlacementMethod):
         for placement in candidates:
             evaluate_within_budget(tracker, placement)
         start = time.perf_counter()
-        solved = self._solve(cost, allowed, candidates, memory)
+        solved = self._solve(cost, allowed, candidates, memory, deadline)
         placement, solved_latency, lower_bound, used_milp, details = solved
         solve_time = time.perf_counter() - start
         if placement is not None:
@@ -132,5 +150,6 @@ class ExactPlacement(PlacementMethod):
             "lower_bound": lower_bound if proven else float("nan"),
             "gap": gap if proven else float("nan"),
             "solve_time": solve_time,
+            "time_limit": self.time_limit,
             **details,
         }

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.baselines.common import Deadline
 from agents.baselines.milp import TIME_SCALE, build_milp
 from agents.baselines.segment_solver import solve_decomposed
 from placement_gym.simulation.cost_model import CostModel
@@ -115,7 +116,8 @@ def solve_with_memory(
         allowed: Devices each group may use, shape ``(G, D)``, bool.
         candidates: Placements to start from (HEFT's, Baechi's...), each ``(G,)``; infeasible ones are
             ignored.
-        time_limit: Seconds for the whole solve (checked between steps; one step can run over).
+        time_limit: Seconds for the whole solve: every step's MILPs are capped by the time left, and the
+            solve stops within it plus the slack of one step (``docs/agents.md``).
         target_gap: Stop when the relative gap is at most this.
         max_segment, enumerate_limit, segment_time_limit, threads: Settings of
             :func:`~agents.baselines.segment_solver.solve_decomposed`.
@@ -151,10 +153,20 @@ def solve_with_memory(
         iterations += 1
         penalty = resident @ mu.T  # (G, D)
         dec = solve_decomposed(
-            free, allowed, max_segment, enumerate_limit, segment_time_limit, threads, penalty=penalty
+            free,
+            allowed,
+            max_segment,
+            enumerate_limit,
+            segment_time_limit,
+            threads,
+            penalty=penalty,
+            deadline=Deadline(lagrangian_deadline),
         )
+        if dec.placement is not None:
+            offer(dec.placement)
+        if dec.timed_out:  # a step cut short proves less than the steps before it: keep theirs
+            break
         value = dec.lower_bound - float(np.sum(mu * capacity))
-        offer(dec.placement)
         if value > lower * (1 + 1e-9):
             lower, stale = value, 0
         else:
@@ -179,7 +191,7 @@ def solve_with_memory(
     milp_status = None
     left = deadline - time.perf_counter()
     if gap(lower) > target_gap and left > 1.0:
-        milp_status, bound, incumbent = _milp(cost, allowed, best, lower, left, threads)
+        milp_status, bound, incumbent = _milp(cost, allowed, best, lower, left, threads, Deadline(deadline))
         lower = max(lower, bound)
         if incumbent is not None:
             offer(incumbent)
@@ -200,13 +212,15 @@ def _milp(
     lower: float,
     time_limit: float,
     threads: int | None,
+    deadline: Deadline,
 ) -> tuple[str, float, np.ndarray | None]:
-    """The whole-graph MILP from ``warm`` with ``makespan >= lower``: (status, dual bound s, incumbent)."""
+    """The whole-graph MILP from ``warm`` with ``makespan >= lower``: (status, dual bound s, incumbent);
+    HiGHS gets the time left after the model is built."""
     model = build_milp(cost, allowed)
     makespan = int(np.flatnonzero(np.asarray(model.builder.cost) == 1.0)[-1])  # the only objective column
     model.builder.lower[makespan] = max(model.builder.lower[makespan], lower * TIME_SCALE * (1 - 1e-9))
     h = model.builder.highs()
-    h.setOptionValue("time_limit", float(time_limit))
+    h.setOptionValue("time_limit", deadline.cap(time_limit))
     h.setOptionValue("mip_rel_gap", 1e-6)
     if threads is not None:
         h.setOptionValue("threads", int(threads))

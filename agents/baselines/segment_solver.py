@@ -38,6 +38,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from agents.baselines.common import NO_DEADLINE, Deadline
 from agents.baselines.decomposition import (
     Segment,
     SegmentModel,
@@ -72,9 +73,10 @@ class SegmentTable:
         enumerate_limit: int,
         time_limit: float,
         threads: int | None,
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self.model, self.allowed = model, allowed  # allowed: (g, D), the anchor's row its possible devices
-        self.time_limit, self.threads = time_limit, threads
+        self.time_limit, self.threads, self.deadline = time_limit, threads, deadline
         d_count = model.cost.num_devices
         self.best = np.full((d_count, d_count), np.inf)
         self.bound = np.zeros((d_count, d_count))
@@ -120,6 +122,9 @@ class SegmentTable:
         row = anchor if anchor is not None else 0
         self.bound[row] = np.inf  # pairs with no placement stay infinite
         for lo in range(0, total, 1 << 18):
+            if lo and self.deadline.expired():  # stopped part-way: nothing is proven of this row
+                self.bound[row] = 0.0
+                return
             index = np.unravel_index(np.arange(lo, min(total, lo + (1 << 18))), sizes)
             block = np.stack([c[i] for c, i in zip(choices, index)], axis=1).astype(np.int64)  # (B, g)
             latency = model.schedule.run_batch(block)[0] - (
@@ -148,7 +153,7 @@ class SegmentTable:
         for i, d in zip(*np.nonzero((milp.x >= 0) & (model.penalty != 0))):
             milp.builder.cost[int(milp.x[i, d])] += float(model.penalty[i, d]) * TIME_SCALE
         h = milp.builder.highs()
-        h.setOptionValue("time_limit", float(self.time_limit))
+        h.setOptionValue("time_limit", self.deadline.cap(self.time_limit))
         h.setOptionValue("mip_rel_gap", 1e-9)
         if self.threads is not None:
             h.setOptionValue("threads", int(self.threads))
@@ -178,8 +183,8 @@ class SegmentTable:
 
     def refine(self, row: int, end: int) -> bool:
         """Learn more about pair ``(row, end)``; False if nothing more can be learnt (solved, or its own
-        MILP stopped at the time limit)."""
-        if self.settled[row, end]:
+        MILP stopped at the time limit, or the deadline has passed)."""
+        if self.settled[row, end] or self.deadline.expired():
             return False
         if self.level[row, end] < 2:
             self._solve(row, None)
@@ -204,9 +209,11 @@ class Decomposition:
         largest: Groups in the largest segment.
         dropped: Edges dropped from the segments' models.
         milp_segments: Segments solved by MILP rather than enumeration.
+        timed_out: Whether the deadline stopped the solve (the bound is then weaker, and ``placement`` is
+            None if no whole placement was assembled).
     """
 
-    placement: np.ndarray
+    placement: np.ndarray | None
     latency: float
     lower_bound: float
     segments: int
@@ -214,9 +221,12 @@ class Decomposition:
     dropped: int
     milp_segments: int
     objective: float = float("nan")
+    timed_out: bool = False
 
     @property
     def gap(self) -> float:
+        if not np.isfinite(self.objective):
+            return 1.0
         return max(0.0, (self.objective - self.lower_bound) / self.objective)
 
 
@@ -266,6 +276,7 @@ def solve_decomposed(
     segment_time_limit: float = 60.0,
     threads: int | None = None,
     penalty: np.ndarray | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> Decomposition:
     """The exact solver on ``cost`` (see the module docstring).
 
@@ -278,6 +289,8 @@ def solve_decomposed(
         threads: HiGHS threads.
         penalty: Seconds added to the objective per (group, device), shape ``(G, D)``; the solver then
             minimises latency plus penalty (``None``: latency alone).
+        deadline: When to stop: no MILP runs past it (each is capped by the time left), refining stops,
+            and the bound keeps what was proven (a case or segment not reached bounds nothing: 0).
     """
     sched = Schedule.build(cost)
     pen = np.zeros((cost.num_groups, cost.num_devices)) if penalty is None else np.asarray(penalty, float)
@@ -306,15 +319,21 @@ def solve_decomposed(
             cases.append((invoke.copy(), None, None))
 
     best_bound, best_value, best_latency, best_placement, milp_segments = np.inf, np.inf, np.inf, None, 0
+    timed_out = False
     for free_invoke, source_devices, prepaid in cases:
+        if deadline.expired():  # a case not reached proves nothing
+            timed_out, best_bound = True, min(best_bound, 0.0)
+            break
         mask = allowed.copy()
         if source_devices is not None:
             mask[sources] &= source_devices
         if not mask.any(axis=1).all():
             continue
         tables, models, shared = [], [], {}
-        limits = (enumerate_limit, segment_time_limit, threads)
+        limits = (enumerate_limit, segment_time_limit, threads, deadline)
         for seg in parts:
+            if deadline.expired():
+                break
             model = segment_model(cost, sched, seg, free_invoke, penalty, prepaid)
             models.append(model)
             if prepaid is None:
@@ -350,6 +369,9 @@ def solve_decomposed(
                     )
                 shared[key] = StatusTable(variants, own_mask, prepaid, heads, seg.last, pair)
             tables.append(shared[key])
+        if len(tables) < len(parts):  # the deadline passed while the tables were built
+            timed_out, best_bound = True, min(best_bound, 0.0)
+            break
         milp_segments = max(milp_segments, sum(t.solver == "milp" for t in tables))
         while True:  # refine the pairs on the shortest path over the bounds until they are all solved
             bound, pairs = _shortest_path([t.bound for t in tables])
@@ -357,10 +379,13 @@ def solve_decomposed(
                 break
             if not any([t.refine(*pair) for t, pair in zip(tables, pairs)]):
                 break
+        timed_out |= deadline.expired()
         best_bound = min(best_bound, bound)
         if bound >= best_value:
             continue
-        _, pairs = _shortest_path([t.best for t in tables])
+        reachable, pairs = _shortest_path([t.best for t in tables])
+        if not np.isfinite(reachable):  # stopped before every segment had a placement
+            continue
         placement = np.full(cost.num_groups, -1, dtype=np.int64)
         for solved, model, pair in zip(tables, models, pairs):
             sub = solved.placement(*pair)
@@ -369,7 +394,7 @@ def solve_decomposed(
         value, latency = objective(placement)
         if value < best_value:
             best_value, best_latency, best_placement = value, latency, placement
-    if best_placement is None:
+    if best_placement is None and not timed_out:
         raise PlacementGymError("the exact solver found no placement: some group has no allowed device")
     return Decomposition(
         placement=best_placement,
@@ -380,4 +405,5 @@ def solve_decomposed(
         dropped=sum(len(s.dropped) for s in parts),
         milp_segments=milp_segments,
         objective=best_value,
+        timed_out=timed_out,
     )
