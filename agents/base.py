@@ -72,6 +72,9 @@ class PlacementMethod(abc.ABC):
     """A placement method. Subclasses set ``name`` and implement :meth:`_place`."""
 
     name: str = "method"
+    #: What the method reads (:mod:`placement_gym.sealing`): ``"black-box"`` (it only evaluates placements)
+    #: or ``"white-box"`` (it reads the cost model: list schedulers, solvers, HEFT-started searches).
+    track: ClassVar[str] = "black-box"
     #: Bounds of constructor arguments, by name, checked by :mod:`agents.specs` before a method is built
     #: from a spec (a name that is not a parameter of the class is ignored). Sizes say what memory they
     #: need at least, so an absurd one is refused with the figure instead of failing in an allocation.

@@ -25,6 +25,7 @@ row (:class:`~placement_gym.results.ResultRow`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -36,13 +37,21 @@ from typing import Any
 
 import numpy as np
 
-from placement_gym import protocol
+from placement_gym import protocol, sealing
 from placement_gym.budget import Run, TrackerListener
 from placement_gym.env_agents import is_env_agent, train_in_env
-from placement_gym.errors import BudgetExhaustedError, ConfigError, UnknownNameError
+from placement_gym.errors import (
+    AgentFailedError,
+    BudgetExhaustedError,
+    ConfigError,
+    ProtocolAccessError,
+    UnknownNameError,
+)
 from placement_gym.platforms import Platform
 from placement_gym.problem import PlacementProblem, problem_of
 from placement_gym.results import ResultRow, ResultStore, cell_key, library_versions, thin_history
+from placement_gym.tasks import fresh_score
+from placement_gym.view import TaskView
 
 #: A plain-callable agent: ``place(problem, budget, seed) -> placement``.
 PlaceFunction = Callable[[PlacementProblem, "int | None", int], Any]
@@ -94,40 +103,64 @@ def check_agent(agent: Any) -> None:
         )
 
 
+def agent_track(agent: Any) -> str:
+    """The track an agent declares with a ``track`` attribute (on its class, instance or function):
+    ``"black-box"`` (the default) or ``"white-box"``.
+
+    Raises:
+        ConfigError: For a ``track`` that is not one of :data:`~placement_gym.sealing.TRACKS`.
+    """
+    while isinstance(agent, functools.partial):  # a function with a spec's arguments bound
+        agent = agent.func
+    return sealing.check_track(getattr(agent, "track", sealing.DEFAULT_TRACK))
+
+
 def run_agent(
     agent: Any,
     target: Any,
     budget: int | None,
     seed: int,
     listeners: Sequence[TrackerListener] = (),
+    track: str | None = None,
 ) -> Outcome:
-    """One run of ``agent`` on ``target`` (a problem, or an env for agents that step it) within ``budget``.
+    """One run of ``agent`` on ``target`` (a problem, or an env for agents that step it) within ``budget``,
+    sealed in ``track`` (default: :func:`agent_track`).
+
+    The problem is sealed while the agent runs (:meth:`~placement_gym.problem.PlacementProblem.seal`): the
+    stored optimum, the backend and the run's counters are out of reach, and in a black-box run so is the
+    cost model. The agent gets a :class:`~placement_gym.view.TaskView` of the problem (or the env it was
+    given, built over the sealed problem).
 
     Raises:
-        ConfigError: If ``agent`` is not an agent (:func:`check_agent`).
+        ConfigError: If ``agent`` is not an agent (:func:`check_agent`), or declares an unknown track.
         PlacementError: If the agent returns a malformed placement.
     """
     check_agent(agent)
     if inspect.isclass(agent) and not is_env_agent(agent):
         agent = agent()  # a fresh instance per run (an env agent's: in train_in_env)
+    track = sealing.check_track(track) if track is not None else agent_track(agent)
     problem = problem_of(target)
-    run = Run(problem, budget)
-    run.listeners.extend(listeners)
     extra: dict[str, Any] = {}
-    start = time.perf_counter()
-    try:
-        if is_env_agent(agent):  # it steps an env the protocol builds (placement_gym.env_agents)
-            returned, env_extra = train_in_env(agent, problem, run, seed)
-            extra.update(env_extra)
-        elif hasattr(agent, "place"):
-            returned = agent.place(target, budget=budget, seed=seed)
-        else:
-            returned = agent(problem, budget, seed)
-    except BudgetExhaustedError:
-        returned, extra["stopped_by_budget"] = None, True
-    finally:
-        wall = time.perf_counter() - start
-        run.detach()
+    view = TaskView(problem, track)
+    if isinstance(target, PlacementProblem):
+        target = view
+    with problem.seal(track):
+        run = Run(problem, budget)
+        run.listeners.extend(listeners)
+        start = time.perf_counter()
+        try:
+            if is_env_agent(agent):  # it steps an env the protocol builds (placement_gym.env_agents)
+                returned, env_extra = train_in_env(agent, problem, run, seed)
+                extra.update(env_extra)
+            elif hasattr(agent, "place"):
+                returned = agent.place(target, budget=budget, seed=seed)
+            else:
+                returned = agent(view, budget, seed)
+        except BudgetExhaustedError:
+            returned, extra["stopped_by_budget"] = None, True
+        finally:
+            wall = time.perf_counter() - start
+            run.detach()
     if returned is not None and hasattr(returned, "placement"):
         extra.update(getattr(returned, "extra", None) or {})
         returned = returned.placement
@@ -138,7 +171,9 @@ def run_agent(
             returned = run.best_placement
     placement = problem.validate(returned)
     latency = problem.evaluate(placement).latency  # the memo's answer if the agent evaluated it
+    extra["track"] = track
     return Outcome(placement, float(latency), run.used, wall, list(run.history), extra)
+
 
 
 def cpu_device(platform: Platform) -> int:
@@ -192,7 +227,12 @@ def make_row(
 ) -> ResultRow:
     """The row of one run (the speedup's reference is evaluated here, after the run: not charged)."""
     cpu, reference, reference_latency = speedup_reference(problem)
-    extra = {k: v for k, v in outcome.extra.items() if isinstance(v, (int, float, str, bool, list, dict))}
+    track = outcome.extra.get("track")
+    extra = {
+        k: v
+        for k, v in outcome.extra.items()
+        if k != "track" and isinstance(v, (int, float, str, bool, list, dict))
+    }
     identity = problem.benchmark.identity()
     latency = outcome.latency
     return ResultRow(
@@ -221,7 +261,8 @@ def make_row(
         task_sha256=problem.task_sha256,
         protocol=protocol_version,
         tier=tier,
-        score=problem.score(latency) if latency > 0 else math.nan,
+        score=fresh_score(problem.task_sha256, latency) if problem.reference is not None else math.nan,
+        track=track,
     )
 
 
@@ -269,6 +310,8 @@ def evaluate(
     Raises:
         ConfigError: For a bad agent, or neither/both of ``budget`` and ``tier``.
         UnknownNameError: For an unknown task or tier.
+        AgentFailedError: After every cell ran, if the agent raised or called ``sys.exit`` in some (one
+            line per failed cell; those cells store no row and run again on a resume).
     """
     spec = _parse_spec(agent) if isinstance(agent, str) else None
     if spec is not None:
@@ -288,6 +331,7 @@ def evaluate(
     seed_list = list(dict.fromkeys(int(s) for s in (protocol.SEEDS if seeds is None else seeds)))
     store = ResultStore(Path(out) / "results.jsonl") if out is not None else None
     rows: list[ResultRow] = []
+    failures: list[tuple[str, BaseException]] = []
     for task in chosen:
         for seed in seed_list:
             key = cell_key(
@@ -299,8 +343,16 @@ def evaluate(
             try:
                 problem = PlacementProblem.make(task.model, task.platform, protocol.BACKEND)
                 try:
-                    run_with = spec.build() if spec is not None else agent
-                    outcome = run_agent(run_with, problem, int(budget), seed)
+                    try:
+                        run_with = spec.build() if spec is not None else agent
+                        outcome = run_agent(run_with, problem, int(budget), seed)
+                    except (Exception, SystemExit) as exc:  # the agent's failure: this cell fails, others go on
+                        if isinstance(exc, ConfigError) and not isinstance(exc, ProtocolAccessError):
+                            raise  # a bad agent or spec fails every cell alike
+                        failures.append((f"{task.name} seed {seed}", exc))
+                        if store is not None:
+                            store.release(key)
+                        continue
                     row = make_row(
                         problem,
                         task.model,
@@ -322,6 +374,11 @@ def evaluate(
                 store.append(row)
             else:
                 rows.append(row)
+    if failures:
+        lines = "; ".join(f"{cell}: {_failure(exc)}" for cell, exc in failures)
+        raise AgentFailedError(f"agent {label} failed in {len(failures)} cell(s) (the others ran): {lines}") from (
+            failures[0][1]
+        )
     if store is None:
         return rows
     wanted = {
@@ -339,6 +396,14 @@ def _parse_spec(text: str) -> Any:
     import importlib
 
     return importlib.import_module("agents.specs").parse_spec(text)
+
+
+def _failure(exc: BaseException) -> str:
+    """One line for an agent's failure."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def _tasks(tasks: Sequence[str] | None, protocol_run: bool) -> list[protocol.Task]:

@@ -55,14 +55,16 @@ class Run:
         self.history: list[tuple[int, float]] = []
         #: Called after every evaluation (progress bars, TensorBoard); set by the caller of ``place``.
         self.listeners: list[TrackerListener] = []
+        self._detached = False
         self._remote_seen: dict[bytes, None] = {}  # placements recorded from other processes (bounded)
         problem.start_run(self._guard)
-        problem.listeners.append(self._observe)
+        problem.add_listener(self._observe)
 
     def detach(self) -> None:
         """Stop observing the problem's evaluations and end the run."""
-        if self._observe in self.problem.listeners:
-            self.problem.listeners.remove(self._observe)
+        if not self._detached:
+            self._detached = True
+            self.problem.remove_listener(self._observe)
             self.problem.end_run(self._guard)
 
     @property

@@ -108,3 +108,12 @@ class CacheWarning(UserWarning):
 class ProfileWarning(UserWarning):
     """A stored per-layer profile disagrees with a fresh measurement of the same model (rerun
     ``placement-gym calibrate``)."""
+
+
+class ProtocolAccessError(PlacementGymError):
+    """An agent read what its protocol run does not let it read: the stored optima, the backend, the run's
+    counters, or (in a black-box run) the cost model."""
+
+
+class AgentFailedError(PlacementGymError):
+    """An agent raised (or called ``sys.exit``) in one or more cells of a benchmark; the other cells ran."""

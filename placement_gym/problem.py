@@ -15,8 +15,10 @@ device that runs group ``g``.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,8 @@ from placement_gym.backends import LatencyBackend, LatencyResult, make_backend
 from placement_gym.backends.base import check_placement, check_placements, placement_key_dtype
 from placement_gym.benchmarks import Benchmark, load_benchmark
 from placement_gym.coarsening import CoarseGraph
-from placement_gym.errors import PlacementError, PlacementGymError
+from placement_gym import sealing
+from placement_gym.errors import PlacementError, PlacementGymError, ProtocolAccessError
 from placement_gym.features import DeviceFeatures, StaticFeatures, device_features, static_features
 from placement_gym.platforms import Platform, load_platform, resolve_memory
 from placement_gym.rewards import Reward, get_reward
@@ -85,7 +88,12 @@ class PlacementProblem:
         baseline_evaluations: Single-device placements evaluated to find the baseline (at most ``D``).
         cache_hits: Evaluations the backend answered from its cache.
         best_latency, best_placement: The fastest feasible placement evaluated so far.
-        listeners: Called after every evaluation (budget trackers, progress bars).
+        listeners: Called after every evaluation (budget trackers, progress bars); read-only, see
+            :meth:`add_listener`.
+
+    While an agent runs under the benchmark protocol the problem is sealed (:meth:`sealed`): the stored
+    optimum (:attr:`reference`, :meth:`score`), the backend and the listeners cannot be read, and in a
+    black-box run neither can the cost model (:class:`~placement_gym.errors.ProtocolAccessError`).
     """
 
     def __init__(
@@ -99,7 +107,7 @@ class PlacementProblem:
     ) -> None:
         if backend.graph is not coarse or backend.platform is not platform:
             raise PlacementGymError("the backend must be built for this problem's coarse graph and platform")
-        self.benchmark, self.coarse, self.platform, self.backend = benchmark, coarse, platform, backend
+        self.benchmark, self.coarse, self.platform, self._backend = benchmark, coarse, platform, backend
         self.reward = reward if isinstance(reward, Reward) else get_reward(reward, infeasible_reward)
         self.num_groups = coarse.num_groups
         self.num_devices = platform.num_devices
@@ -113,7 +121,10 @@ class PlacementProblem:
         self.cache_hits = 0
         self.best_latency = math.inf
         self.best_placement: np.ndarray | None = None
-        self.listeners: list[Listener] = []
+        self._listeners: list[Listener] = []
+        self._seal: str | None = None  # the track of the protocol run that sealed this problem
+        self._seal_base = 0  # the guards from this index on belong to the sealed run and its nested ones
+        self._lock = threading.RLock()  # one evaluation at a time: a budget holds across threads
         self._spec: dict[str, Any] | None = None
         self._baseline: tuple[int, LatencyResult] | None = None
         self._baseline_failure: str | None = None
@@ -166,6 +177,66 @@ class PlacementProblem:
         problem._spec = spec
         return problem
 
+    # ------------------------------------------------------------------ the seal of a protocol run
+    @property
+    def backend(self) -> LatencyBackend:
+        """The latency backend (uncounted: not readable while an agent runs under the protocol).
+
+        Raises:
+            ProtocolAccessError: If the problem is sealed.
+        """
+        if self._seal is not None:
+            raise ProtocolAccessError(
+                "problem.backend is not readable while an agent runs under the protocol: its evaluations "
+                "are not counted; use problem.evaluate / evaluate_batch"
+            )
+        return self._backend
+
+    @property
+    def sealed(self) -> str | None:
+        """The track of the protocol run that sealed this problem, or ``None``."""
+        return self._seal
+
+    @contextmanager
+    def seal(self, track: str) -> Iterator[None]:
+        """Seal the problem (and the process, :mod:`placement_gym.sealing`) while an agent runs in ``track``.
+
+        Raises:
+            ConfigError: For an unknown track.
+            ProtocolAccessError: If the problem is sealed already (runs of the protocol do not nest).
+        """
+        sealing.check_track(track)
+        if self._seal is not None:
+            raise ProtocolAccessError("this problem is already sealed by a protocol run")
+        with sealing.seal(track):
+            self._seal, self._seal_base = track, len(self._guards)
+            try:
+                yield
+            finally:
+                self._seal = None
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """The listeners, read-only (:meth:`add_listener`, :meth:`remove_listener`).
+
+        Raises:
+            ProtocolAccessError: If the problem is sealed.
+        """
+        if self._seal is not None:
+            raise ProtocolAccessError("the problem's listeners are not readable while an agent runs under the protocol")
+        return tuple(self._listeners)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(placement, evaluation)`` after every evaluation of a distinct placement."""
+        if not callable(listener):
+            raise PlacementGymError(f"a listener must be callable, got {type(listener).__name__}")
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener`` (no error if it is not registered)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     # ------------------------------------------------------------------ static facts
     @property
     def host(self) -> int:
@@ -175,7 +246,7 @@ class PlacementProblem:
     @property
     def deterministic(self) -> bool:
         """True if the same placement always gets the same latency (simulated backends)."""
-        return self.backend.deterministic
+        return self._backend.deterministic
 
     @property
     def device_mask(self) -> np.ndarray:
@@ -205,6 +276,8 @@ class PlacementProblem:
     def device_features(self) -> DeviceFeatures:
         """Device-aware features (per group and device, per edge and link, per device) from
         :meth:`cost_model`, unpadded, computed once (:func:`placement_gym.features.device_features`)."""
+        if self._seal == "black-box":
+            sealing.require_white_box("problem.device_features (from the cost model)")
         if self._device_features is None:
             cost = self.cost_model()
             q = self.coarse.graph
@@ -218,9 +291,14 @@ class PlacementProblem:
 
         For the simulated backend it is exactly the model the latencies come from; otherwise it is the
         calibrated simulator's model of the same platform (profiled per-op times on local devices).
+
+        Raises:
+            ProtocolAccessError: In a black-box protocol run.
         """
-        if getattr(self.backend, "cost_model", None) is not None:
-            return self.backend.cost_model
+        if self._seal == "black-box":
+            sealing.require_white_box("problem.cost_model()")
+        if getattr(self._backend, "cost_model", None) is not None:
+            return self._backend.cost_model
         if self._cost_model is None:
             from placement_gym.simulation.cost_model import CostModel
 
@@ -246,13 +324,24 @@ class PlacementProblem:
     def reference(self):
         """The stored :class:`~placement_gym.tasks.ReferenceOptimum` of this task's content
         (:attr:`task_sha256`; simulated backend only), else ``None``: a platform that keeps a stored task's
-        name but changes a figure has none."""
+        name but changes a figure has none.
+
+        Raises:
+            ProtocolAccessError: If the problem is sealed (no agent reads the optimum).
+        """
+        if self._seal is not None:
+            sealing.refuse_optima("problem.reference (the stored optimum)")
+            raise ProtocolAccessError("problem.reference cannot be read while an agent runs under the protocol")
+        return self._stored_reference()
+
+    def _stored_reference(self):
+        """:attr:`reference`, for the problem's own use (its baseline), sealed or not."""
         if self._reference is False:
             self._reference = None
-            if self.backend.name == "simulated":
-                from placement_gym.tasks import reference_for
+            if self._backend.name == "simulated":
+                from placement_gym.tasks import stored_reference
 
-                self._reference = reference_for(
+                self._reference = stored_reference(
                     self.benchmark.name, self.benchmark.version, self.platform.name, self.coarse.level,
                     self.num_groups, task_sha256=self.task_sha256,
                 )  # fmt: skip
@@ -260,7 +349,11 @@ class PlacementProblem:
 
     def score(self, latency: float) -> float:
         """Normalised score of ``latency`` against the reference optimum (0: the best single device,
-        1: the optimum; D4RL-style), or ``nan`` when the task has no reference optimum or no headroom."""
+        1: the optimum; D4RL-style), or ``nan`` when the task has no reference optimum or no headroom.
+
+        Raises:
+            ProtocolAccessError: If the problem is sealed.
+        """
         ref = self.reference
         if ref is None or not ref.latency < ref.baseline_latency:
             return math.nan
@@ -288,7 +381,7 @@ class PlacementProblem:
         if self._baseline is not None or self._baseline_failure is not None:
             return
         singles = np.repeat(np.arange(self.num_devices, dtype=np.int64)[:, None], self.num_groups, axis=1)
-        results = self.backend.evaluate_batch(singles)
+        results = self._backend.evaluate_batch(singles)
         self.baseline_evaluations += len(results)
         best = None
         for device, res in enumerate(results):
@@ -298,10 +391,10 @@ class PlacementProblem:
             self._baseline = best
             return
         reasons = "; ".join(f"{d.name}: {r.reason}" for d, r in zip(self.platform.devices, results))
-        ref = self.reference
+        ref = self._stored_reference()
         if ref is not None and ref.baseline_placement is not None:
             # no single device holds the model: the task's documented feasible alternative
-            res = self.backend.evaluate(np.asarray(ref.baseline_placement, dtype=np.int64))
+            res = self._backend.evaluate(np.asarray(ref.baseline_placement, dtype=np.int64))
             self.baseline_evaluations += 1
             if res.feasible:
                 self._baseline = (-1, res)
@@ -341,7 +434,7 @@ class PlacementProblem:
         device = self._baseline[0]  # type: ignore[index]
         if device >= 0:
             return np.full(self.num_groups, device, dtype=np.int64)
-        return np.asarray(self.reference.baseline_placement, dtype=np.int64)
+        return np.asarray(self._stored_reference().baseline_placement, dtype=np.int64)
 
     @property
     def baseline_device(self) -> int:
@@ -355,7 +448,7 @@ class PlacementProblem:
         if self._baseline[0] < 0:  # type: ignore[index]
             raise PlacementError(
                 f"no single device of platform {self.platform.name!r} can run the whole model; the baseline "
-                f"is a split ({self.reference.baseline}): use problem.baseline_placement"
+                f"is a split ({self._stored_reference().baseline}): use problem.baseline_placement"
             )
         return self._baseline[0]  # type: ignore[index]
 
@@ -367,7 +460,8 @@ class PlacementProblem:
         answered from the memo (bounded by :attr:`memo_size`). ``guard`` is asked before new placements
         are evaluated and refuses them past the run's budget. Runs nest: the latest run's guard decides
         until it ends, then the enclosing run's guard applies again (a method's run inside a benchmark's
-        run of the same budget). A problem that never started a run keeps one memo for its whole life.
+        run of the same budget); in a sealed protocol run (:meth:`seal`) every run's guard since the seal is
+        asked, so a run the agent starts can tighten the budget but never loosen it. A problem that never started a run keeps one memo for its whole life.
         """
         self._memo.clear()
         self._guards.append(guard)
@@ -378,6 +472,13 @@ class PlacementProblem:
             if self._guards[i] == guard:
                 del self._guards[i]
                 break
+
+    def _ask_guards(self, new: int) -> None:
+        """Ask the guards about ``new`` placements (each may refuse them): the latest run's, and in a sealed
+        protocol run every run's since the seal, so a run an agent starts cannot loosen the protocol's."""
+        for guard in self._guards[self._seal_base :] if self._seal is not None else self._guards[-1:]:
+            if guard is not None:
+                guard(new)
 
     def seen(self, placement: Sequence[int] | np.ndarray) -> bool:
         """True if ``placement`` is in the run's memo (evaluating it again is free)."""
@@ -401,16 +502,16 @@ class PlacementProblem:
             BudgetExhaustedError: If the placement is new and the run's budget is spent.
         """
         key = placement.astype(self._key_dtype).tobytes()
-        known = self._recall(key)
-        if known is not None:  # a repeat in this run: free
-            return known
-        if self._guards and self._guards[-1] is not None:
-            self._guards[-1](1)
-        result = self.backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
-        evaluation = Evaluation(result, self._reward(result))
-        self._remember(key, evaluation)
-        self._count(placement, evaluation)
-        return evaluation
+        with self._lock:  # the guard's check and the count are one step, whatever the threads
+            known = self._recall(key)
+            if known is not None:  # a repeat in this run: free
+                return known
+            self._ask_guards(1)
+            result = self._backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
+            evaluation = Evaluation(result, self._reward(result))
+            self._remember(key, evaluation)
+            self._count(placement, evaluation)
+            return evaluation
 
     def evaluate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> list[Evaluation]:
         """Evaluate a ``(B, G)`` batch in one backend call (parallel on pooled backends).
@@ -435,10 +536,14 @@ class PlacementProblem:
     def _evaluate_distinct(self, distinct: np.ndarray) -> list[Evaluation]:
         """Evaluate validated, pairwise distinct placements ``(B, G)``: those in the memo from it, the others
         in one backend call, counted."""
+        with self._lock:
+            return self._evaluate_distinct_locked(distinct)
+
+    def _evaluate_distinct_locked(self, distinct: np.ndarray) -> list[Evaluation]:
         keys = [row.tobytes() for row in distinct.astype(self._key_dtype)]
         new = [i for i, key in enumerate(keys) if key not in self._memo]
-        if new and self._guards and self._guards[-1] is not None:
-            self._guards[-1](len(new))
+        if new:
+            self._ask_guards(len(new))
         fresh = self._backend_evaluate(distinct[new]) if new else []
         out: list[Evaluation | None] = [None] * len(distinct)
         for i, evaluation in zip(new, fresh):
@@ -480,12 +585,12 @@ class PlacementProblem:
     def _backend_evaluate(self, distinct: np.ndarray) -> list[Evaluation]:
         """Evaluate ``(B, G)`` placements in one backend call (not counted)."""
         if len(distinct) == 1:  # the one-placement path of a backend is its fastest
-            results = [self.backend.evaluate_valid(distinct[0])]
+            results = [self._backend.evaluate_valid(distinct[0])]
         else:
-            results = self.backend.evaluate_batch(distinct)
+            results = self._backend.evaluate_batch(distinct)
         if len(results) != len(distinct):
             raise PlacementGymError(
-                f"backend {self.backend.name!r} returned {len(results)} results for {len(distinct)} placements"
+                f"backend {self._backend.name!r} returned {len(results)} results for {len(distinct)} placements"
             )
         return [Evaluation(res, self._reward(res)) for res in results]
 
@@ -500,7 +605,7 @@ class PlacementProblem:
         self.cache_hits += int(evaluation.result.cached)
         if evaluation.feasible and evaluation.latency < self.best_latency:
             self.best_latency, self.best_placement = float(evaluation.latency), placement.copy()
-        for listener in list(self.listeners):
+        for listener in list(self._listeners):
             listener(placement, evaluation)
 
     def stats(self) -> dict[str, Any]:
@@ -516,12 +621,12 @@ class PlacementProblem:
 
     def close(self) -> None:
         """Release the backend's compiled models, workers and files."""
-        self.backend.close()
+        self._backend.close()
 
     def __repr__(self) -> str:
         return (
             f"PlacementProblem({self.benchmark.name!r}, {self.coarse.level!r}: {self.num_groups} groups, "
-            f"platform {self.platform.name!r}: {self.num_devices} devices, backend {self.backend.name!r}, "
+            f"platform {self.platform.name!r}: {self.num_devices} devices, backend {self._backend.name!r}, "
             f"reward {self.reward.name!r})"
         )
 
@@ -539,13 +644,18 @@ class PlacementProblem:
 
 
 def problem_of(env: Any) -> PlacementProblem:
-    """The :class:`PlacementProblem` behind a ``DevicePlacement*`` env (through any wrappers).
+    """The :class:`PlacementProblem` behind a ``DevicePlacement*`` env (through any wrappers) or an agent's
+    :class:`~placement_gym.view.TaskView` (sealed while the agent runs).
 
     Raises:
         PlacementGymError: If ``env`` is not a device-placement env.
     """
     if isinstance(env, PlacementProblem):
         return env
+    from placement_gym.view import TaskView, problem_behind
+
+    if isinstance(env, TaskView):
+        return problem_behind(env)
     problem = getattr(getattr(env, "unwrapped", None), "problem", None)
     if not isinstance(problem, PlacementProblem):
         raise PlacementGymError(

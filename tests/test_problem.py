@@ -64,7 +64,7 @@ def test_batch_evaluates_and_counts_each_distinct_placement_once(problem):
     a, b = np.zeros(g, dtype=np.int64), np.ones(g, dtype=np.int64)
     _ = problem.baseline  # its own backend call, counted apart
     seen = []
-    problem.listeners.append(lambda placement, evaluation: seen.append(placement.tolist()))
+    problem.add_listener(lambda placement, evaluation: seen.append(placement.tolist()))
     sent = []
     inner = problem.backend.evaluate_batch
     problem.backend.evaluate_batch = lambda batch: sent.append(batch.tolist()) or inner(batch)

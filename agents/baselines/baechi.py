@@ -252,6 +252,7 @@ class MTopo(PlacementMethod):
     """
 
     name = "m_topo"
+    track = "white-box"  # reads the cost model
 
     def __init__(self, balance: str = "memory") -> None:
         self.balance = balance
@@ -266,6 +267,7 @@ class METF(PlacementMethod):
     """Baechi's m-ETF (see the module docstring); one evaluation."""
 
     name = "m_etf"
+    track = "white-box"  # reads the cost model
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         placement, makespan = etf_placement(tracker.problem.cost_model(), allowed_devices(tracker.problem))
@@ -277,6 +279,7 @@ class MSCT(PlacementMethod):
     """Baechi's m-SCT (see the module docstring); one evaluation."""
 
     name = "m_sct"
+    track = "white-box"  # reads the cost model
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         cost = tracker.problem.cost_model()

@@ -44,6 +44,7 @@ class ExactPlacement(PlacementMethod):
     """
 
     name = "exact"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ class HEFT(PlacementMethod):
     """
 
     name = "heft"
+    track = "white-box"  # reads the cost model
 
     def __init__(self, insertion: bool = True) -> None:
         if not isinstance(insertion, bool):

@@ -104,6 +104,7 @@ class LocalSearch(_Search):
     """
 
     name = "local_search"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self, budget: int = DEFAULT_BUDGET, start: str = "heft", batch_size: int = 8, kick: int = 3
@@ -156,6 +157,7 @@ class SimulatedAnnealing(_Search):
     """
 
     name = "simulated_annealing"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

@@ -73,6 +73,7 @@ class MetisPlacement(PlacementMethod):
     """
 
     name = "metis"
+    track = "white-box"  # reads the cost model
 
     def __init__(self, parts_per_device: int = 1, max_assignments: int = 4096) -> None:
         if parts_per_device < 1:

@@ -401,6 +401,7 @@ class MILPPlacement(PlacementMethod):
     """
 
     name = "milp"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

@@ -10,7 +10,6 @@ import gymnasium as gym
 import numpy as np
 
 from agents.base import BudgetTracker, PlacementMethod
-from agents.baselines.common import allowed_devices
 
 DEFAULT_BUDGET = 500  # HSDAG's training budget: 25 episodes x 20 measured placements
 
@@ -36,7 +35,7 @@ class RandomSearch(PlacementMethod):
         if tracker.budget is None:
             tracker.budget = self.budget
         rng = np.random.default_rng(seed)
-        mask = allowed_devices(tracker.problem)  # (G, D)
+        mask = tracker.problem.device_mask  # (G, D): the devices that hold each group (black-box: no cost model)
         counts = mask.sum(axis=1)  # (G,)
         choices = np.argsort(~mask, axis=1, kind="stable")  # (G, D): allowed devices first, in index order
         rows = np.arange(mask.shape[0])

@@ -98,6 +98,7 @@ class GuidedImprovement(PlacementMethod):
     """
 
     name = "guided_improvement"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

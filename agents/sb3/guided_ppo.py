@@ -141,6 +141,7 @@ class GuidedPPO(PlacementMethod):
     """
 
     name = METHOD
+    track = "white-box"  # reads the cost model (move features, HEFT start)
 
     def __init__(
         self,

@@ -107,6 +107,7 @@ class MaskablePPOImprove(_GNNMethod):
     """
 
     name = "maskable_ppo_improve"
+    track = "white-box"  # reads the cost model
     algo_class = MaskablePPO
     policy_class = MaskableGNNActorCriticPolicy
     defaults: ClassVar[dict[str, Any]] = _RECIPE.hyperparams

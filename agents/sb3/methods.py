@@ -538,6 +538,11 @@ class _GNNMethod(SB3Method):
         self.positional, self.pair_bias_scale = int(positional), float(pair_bias_scale)
         super().__init__(**kwargs)
 
+    @property
+    def track(self) -> str:  # type: ignore[override]
+        """``white-box`` with the device-aware observation (it reads the cost model), else ``black-box``."""
+        return "white-box" if self.observation == "device" else "black-box"
+
     def policy_env(self, env: gym.Env) -> gym.Env:
         """A view of ``env``'s problem with this method's observation (``env`` itself if it has it)."""
         inner = env.unwrapped

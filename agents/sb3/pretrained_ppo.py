@@ -117,6 +117,7 @@ class PretrainedPPO(PlacementMethod):
     """
 
     name = "pretrained_ppo"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

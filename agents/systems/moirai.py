@@ -42,6 +42,7 @@ class Moirai(MILPPlacement):
     """
 
     name = "moirai"
+    track = "white-box"  # reads the cost model
 
     def _place(self, env: gym.Env, tracker: BudgetTracker, seed: int) -> dict[str, Any]:
         level = tracker.problem.coarse.level

@@ -267,6 +267,7 @@ class Placeto(PlacementMethod):
     """
 
     name = "placeto"
+    track = "white-box"  # reads the cost model
 
     def __init__(
         self,

@@ -307,7 +307,7 @@ class DevicePlacementEnv(gym.Env):
         if self._info_constants is None:
             problem = self.problem
             base = problem.baseline.latency if problem.has_baseline else None
-            ref = problem.reference
+            ref = problem._stored_reference()  # the score is left out of info in a sealed run
             score = (
                 (ref.baseline_latency, ref.latency)
                 if ref is not None and ref.latency < ref.baseline_latency
@@ -333,7 +333,7 @@ class DevicePlacementEnv(gym.Env):
         info["latency_ci_ms"] = 1e3 * res.ci if feasible else 0.0
         info["latency_rel_ci"] = res.ci / latency if feasible and latency > 0 else 0.0
         info["placement"] = self.placement.copy()
-        if score is not None:  # tasks with a stored reference optimum (normalised_score, inlined)
+        if score is not None and self.problem.sealed is None:  # a stored optimum; never in a protocol run
             ref_base, optimum = score
             info["score"] = (ref_base / latency - 1.0) / (ref_base / optimum - 1.0)
         if not self.problem.deterministic:

@@ -370,7 +370,7 @@ class DevicePlacementImproveEnv(gym.Env):
         if self._constants is None:
             problem = self.problem
             base = problem.baseline.latency if problem.has_baseline else None
-            ref = problem.reference
+            ref = problem._stored_reference()  # the score is left out of info in a sealed run
             headroom = ref is not None and ref.latency < ref.baseline_latency
             self._constants = (base, (ref.baseline_latency, ref.latency) if headroom else None)
         return self._constants
@@ -391,7 +391,7 @@ class DevicePlacementImproveEnv(gym.Env):
         base, score = self._latency_constants()
         if base is not None:
             info["baseline_latency"] = base
-        if score is not None:  # tasks with a stored reference optimum (normalised_score, inlined)
+        if score is not None and self.problem.sealed is None:  # a stored optimum; never in a protocol run
             ref_base, optimum = score
             info["score"] = (ref_base / self._latency - 1.0) / (ref_base / optimum - 1.0)
             info["best_score"] = (ref_base / self._best_latency - 1.0) / (ref_base / optimum - 1.0)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym import sealing
 from placement_gym.coarsening import CoarseGraph
 from placement_gym.errors import BackendError, UnknownNameError
 from placement_gym.fusion import op_layer_index
@@ -229,7 +230,9 @@ class CostModel:
         Raises:
             UnknownNameError: For an unknown ``profile``.
             BackendError: If ``"measured"`` is asked for a device OpenVINO does not offer here.
+            ProtocolAccessError: In a black-box protocol run (:mod:`placement_gym.sealing`).
         """
+        sealing.require_white_box("building a cost model")
         if profile not in PROFILES:
             raise UnknownNameError("cost profile", profile, PROFILES)
         columns, sources = [], []

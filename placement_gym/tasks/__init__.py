@@ -29,10 +29,13 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from placement_gym import sealing
 from placement_gym.errors import PlacementGymError, UnknownNameError
 from placement_gym.platforms import Platform
 
@@ -148,9 +151,24 @@ def _key(model: str, version: int, platform: str, level: str) -> str:
     return f"{model}/v{version}/{platform}/{level}"
 
 
+def reference_optima() -> Mapping[str, ReferenceOptimum]:
+    """Every stored reference optimum, keyed ``"model/v<version>/platform/level"`` (read-only).
+
+    Raises:
+        ProtocolAccessError: While an agent runs under the benchmark protocol (:mod:`placement_gym.sealing`).
+    """
+    sealing.refuse_optima()
+    return _stored_optima()
+
+
 @lru_cache(maxsize=1)
-def reference_optima() -> dict[str, ReferenceOptimum]:
-    """Every stored reference optimum, keyed ``"model/v<version>/platform/level"``."""
+def _stored_optima() -> Mapping[str, ReferenceOptimum]:
+    """The stored optima, parsed once, shared read-only (a mapping proxy of frozen records)."""
+    return MappingProxyType(load_optima())
+
+
+def load_optima() -> dict[str, ReferenceOptimum]:
+    """Parse ``optima.json`` afresh: a private copy no other code shares (the protocol scores with it)."""
     if not OPTIMA_PATH.is_file():
         return {}
     rows = json.loads(OPTIMA_PATH.read_text())["tasks"]
@@ -164,8 +182,9 @@ def reference_optima() -> dict[str, ReferenceOptimum]:
     return out
 
 
-def _by_task() -> dict[str, ReferenceOptimum]:
-    return {ref.task_sha256: ref for ref in reference_optima().values() if ref.task_sha256}
+@lru_cache(maxsize=1)
+def _by_task() -> Mapping[str, ReferenceOptimum]:
+    return MappingProxyType({ref.task_sha256: ref for ref in _stored_optima().values() if ref.task_sha256})
 
 
 def reference_for(
@@ -176,11 +195,33 @@ def reference_for(
     With ``task_sha256`` (every result written since results record it) the optimum of that content
     hash, whatever the names; without it (an older result), the optimum stored under the names, if it
     has ``groups`` groups.
+
+    Raises:
+        ProtocolAccessError: While an agent runs under the benchmark protocol.
     """
+    sealing.refuse_optima()
+    return stored_reference(model, version, platform, level, groups, task_sha256)
+
+
+def stored_reference(
+    model: str, version: int, platform: str, level: str, groups: int, task_sha256: str | None = None
+) -> ReferenceOptimum | None:
+    """:func:`reference_for` without the seal's check: for the problem's own baseline and the protocol's
+    scoring, never handed to an agent."""
     if task_sha256 is not None:
         return _by_task().get(task_sha256)
-    ref = reference_optima().get(_key(model, version, platform, level))
+    ref = _stored_optima().get(_key(model, version, platform, level))
     return ref if ref is not None and len(ref.placement) == groups else None
+
+
+def fresh_score(task_sha256: str, latency: float) -> float:
+    """The normalised score of ``latency`` on the task of ``task_sha256`` against a freshly parsed copy of
+    the stored optima (so no object another piece of code could have changed), ``nan`` without one or
+    without headroom."""
+    ref = next((r for r in load_optima().values() if r.task_sha256 == task_sha256), None)
+    if ref is None or not ref.latency < ref.baseline_latency or not latency > 0:
+        return math.nan
+    return ref.score(latency)
 
 
 def reference_optimum(model: str, version: int, platform: str, level: str = "fused") -> ReferenceOptimum:
@@ -188,6 +229,7 @@ def reference_optimum(model: str, version: int, platform: str, level: str = "fus
 
     Raises:
         UnknownNameError: If no optimum is stored for it (lists the tasks that have one).
+        ProtocolAccessError: While an agent runs under the benchmark protocol.
     """
     table = reference_optima()
     key = _key(model, version, platform, level)
@@ -197,6 +239,7 @@ def reference_optimum(model: str, version: int, platform: str, level: str = "fus
 
 
 __all__ = [
-    "OPTIMA_PATH", "ReferenceOptimum", "normalised_score", "reference_for", "reference_optima", "reference_optimum",
+    "OPTIMA_PATH", "ReferenceOptimum", "fresh_score", "load_optima", "normalised_score", "reference_for", "reference_optima",
+    "reference_optimum", "stored_reference",
     "task_sha256",
 ]  # fmt: skip

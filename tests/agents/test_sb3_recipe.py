@@ -43,7 +43,7 @@ def test_recipe_covers_every_mode_and_algo_and_returns_fresh_dicts():
 def test_recipe_trains_and_callback_keeps_the_best(algo_class, algo):
     env = DevicePlacementEnv("tiny_cnn", "cpu-dgpu", "simulated", observation="device")
     seen = []
-    problem_of(env).listeners.append(lambda placement, evaluation: seen.append(evaluation.latency))
+    problem_of(env).add_listener(lambda placement, evaluation: seen.append(evaluation.latency))
     r = recipe("oneshot", algo)
     r.policy_kwargs["features_extractor_kwargs"].update(hidden=16, layers=1)
     model = algo_class(r.policy, env, policy_kwargs=r.policy_kwargs, seed=0, **r.hyperparams)
