@@ -226,9 +226,29 @@ def _interval(point: float, low: float, high: float) -> str:
     return f"{point:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
-    """The page's section of one tier: the ranked table (IQM order), the per-task scores, the methods left
-    out and why."""
+#: The heading of each track's table.
+TRACK_TITLES = {
+    "black-box": "Black-box track: methods that only evaluate placements",
+    "white-box": "White-box track: methods that also read the cost model",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def spec_track(spec: str) -> str:
+    """The track the method of ``spec`` declares (``agents.method_track``)."""
+    from agents import method_track
+
+    return method_track(spec)
+
+
+def row_track(row: ResultRow) -> str:
+    """The track a row ran in: its own record, or, for a row written before tracks, its method's."""
+    return row.track or spec_track(row.method)
+
+
+def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -> list[str]:
+    """The page's section of one tier and track: the ranked table (IQM order), the per-task scores, the
+    methods left out and why."""
     from experiments.aggregate import iqm, optimality_gap, score_matrices, stratified_interval
     from placement_gym.protocol import TIERS
 
@@ -241,8 +261,13 @@ def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
     by_method: dict[str, list[ResultRow]] = {}
     for r in rows:
         by_method.setdefault(r.method, []).append(r)
+    heading = (
+        f"### Tier `{tier}`, {TRACK_TITLES[track]}"
+        if track is not None
+        else f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)"
+    )
     lines = [
-        f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)",
+        heading,
         "",
         "| rank | method | IQM [95% CI] | optimality gap [95% CI] | runs | evaluations | wall time (s) | code |",
         "|---|---|---|---|---|---|---|---|",
@@ -260,12 +285,13 @@ def tier_table(rows: Sequence[ResultRow], tier: str) -> list[str]:
             "",
             "Not ranked: " + "; ".join(f"{md_name(m)}: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
-    missing = [m for m in METHODS if m not in by_method]
+    missing = [m for m in METHODS if m not in by_method and (track is None or spec_track(m) == track)]
     if missing:
         lines += ["", "No rows at this tier: " + ", ".join(f"`{m}`" for m in missing) + "."]
     lines += [
         "",
-        f"Mean normalised score per task (over its runs), tier `{tier}`:",
+        f"Mean normalised score per task (over its runs), tier `{tier}`"
+        + (f", {track}:" if track is not None else ":"),
         "",
         "| method | " + " | ".join(f"{m} / {p}" for m, p in tasks) + " |",
         "|---|" + "---|" * len(tasks),
@@ -294,6 +320,11 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
         "loaded machine). `code` is the commit that produced the rows. Every row replays: "
         "`placement-gym validate results/leaderboard/<tier>/*.jsonl`.",
         "",
+        "Each tier ranks two tracks apart (docs/protocol.md): black-box methods only evaluate placements; "
+        "white-box methods also read the analytic cost model (list schedulers, solvers, HEFT-started "
+        "searches, and the learners whose observation holds the device-aware costs). A method's track is "
+        "what it declares (`agents.method_track`), recorded in its rows.",
+        "",
         "Made with `placement-gym leaderboard --run <tier>` (resumable; `--methods` picks methods) and regenerated "
         "with `placement-gym leaderboard`. Every method runs with its defaults, except the MILP-based ones: "
         "`milp` and `moirai` with a 30 s HiGHS time limit, `exact` with 10 s per segment MILP (and 30 s for "
@@ -305,7 +336,11 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
     for tier in sorted((t for t in rows_by_tier if t in TIERS), key=lambda t: (TIERS[t], t)):
         rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION and r.tier == tier]
         if rows:
-            lines += tier_table(rows, tier)
+            lines += [f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)", ""]
+            for track in TRACK_TITLES:
+                part = [r for r in rows if row_track(r) == track]
+                if part:
+                    lines += tier_table(part, tier, track)
     if rejected:
         lines += [
             f"{len(rejected)} stored row{'s' if len(rejected) != 1 else ''} did not pass "

@@ -103,10 +103,12 @@ def _table_lines(text: str) -> list[str]:
     return list(itertools.takewhile(lambda line: line.startswith("|"), lines))
 
 
-def test_readme_leaderboard_rows_are_the_pages_top_rows() -> None:
-    quoted = _table_lines(README.read_text().split("<!-- leaderboard:standard -->", 1)[1])
+@pytest.mark.parametrize("track", ["black-box", "white-box"])
+def test_readme_leaderboard_rows_are_the_pages_top_rows(track: str) -> None:
+    quoted = _table_lines(README.read_text().split(f"<!-- leaderboard:standard:{track} -->", 1)[1])
     page = (ROOT / "docs" / "LEADERBOARD.md").read_text()
-    table = _table_lines(page.split("## Tier `standard`", 1)[1].split("\n", 1)[1])
+    title = track[0].upper() + track[1:]
+    table = _table_lines(page.split(f"### Tier `standard`, {title} track", 1)[1].split("\n", 1)[1])
     assert len(quoted) > 2, "the README quotes no leaderboard rows"
     assert quoted == table[: len(quoted)], "README rows are not LEADERBOARD.md's top rows"
 
