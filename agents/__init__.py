@@ -63,17 +63,4 @@ def make_method(name: str, **kwargs: Any) -> PlacementMethod:
     return method_class(name)(**kwargs)
 
 
-def method_track(spec: str) -> str:
-    """The track (``"black-box"`` or ``"white-box"``, :mod:`placement_gym.sealing`) the method of ``spec``
-    declares (``"ppo_gnn"``, ``"ppo_gnn:observation=graph"``, ``"my_module:my_agent"``).
-
-    Raises:
-        UnknownNameError, ConfigError: For a spec that does not parse.
-    """
-    from agents.specs import parse_spec
-    from placement_gym.benchmark import agent_track
-
-    return agent_track(parse_spec(spec).build())
-
-
-__all__ = ["METHODS", "BudgetTracker", "PlacementMethod", "PlacementResult", "make_method", "method_class", "method_track"]
+__all__ = ["METHODS", "BudgetTracker", "PlacementMethod", "PlacementResult", "make_method", "method_class"]

@@ -481,3 +481,14 @@ def _untyped(text: str) -> Any:
         return text
     return value
 
+
+def method_track(spec: str) -> str:
+    """The track (``"black-box"`` or ``"white-box"``, :mod:`placement_gym.sealing`) that the method of
+    ``spec`` declares (``"ppo_gnn"``, ``"ppo_gnn:observation=graph"``, ``"my_module:my_agent"``).
+
+    Raises:
+        UnknownNameError, ConfigError: For a spec that does not parse.
+    """
+    from placement_gym.benchmark import agent_track
+
+    return agent_track(parse_spec(spec).build())

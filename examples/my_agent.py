@@ -20,7 +20,7 @@ def greedy(problem: PlacementProblem, budget: int | None, seed: int, passes: int
     """Start from the best single device; move one group at a time to another allowed device, in random
     order, keeping a move when it is faster; stop at a local optimum, after ``passes`` or at the budget.
 
-    ``problem.evaluations`` counts distinct placements, so re-evaluating one is free."""
+    ``problem.evaluations`` counts distinct placements (read-only), so re-evaluating one is free."""
     rng = np.random.default_rng(seed)
     start = problem.evaluations
     best = problem.baseline_placement.copy()  # the baseline's evaluations are not charged to the budget

@@ -235,8 +235,8 @@ TRACK_TITLES = {
 
 @functools.lru_cache(maxsize=None)
 def spec_track(spec: str) -> str:
-    """The track the method of ``spec`` declares (``agents.method_track``)."""
-    from agents import method_track
+    """The track the method of ``spec`` declares (``agents.specs.method_track``)."""
+    from agents.specs import method_track
 
     return method_track(spec)
 
@@ -323,7 +323,7 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
         "Each tier ranks two tracks apart (docs/protocol.md): black-box methods only evaluate placements; "
         "white-box methods also read the analytic cost model (list schedulers, solvers, HEFT-started "
         "searches, and the learners whose observation holds the device-aware costs). A method's track is "
-        "what it declares (`agents.method_track`), recorded in its rows.",
+        "what it declares (`agents.specs.method_track`), recorded in its rows.",
         "",
         "Made with `placement-gym leaderboard --run <tier>` (resumable; `--methods` picks methods) and regenerated "
         "with `placement-gym leaderboard`. Every method runs with its defaults, except the MILP-based ones: "

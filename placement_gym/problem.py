@@ -652,10 +652,9 @@ def problem_of(env: Any) -> PlacementProblem:
     """
     if isinstance(env, PlacementProblem):
         return env
-    from placement_gym.view import TaskView, problem_behind
-
-    if isinstance(env, TaskView):
-        return problem_behind(env)
+    behind = getattr(env, "__placement_problem__", None)  # an agent's TaskView
+    if behind is not None:
+        return behind()
     problem = getattr(getattr(env, "unwrapped", None), "problem", None)
     if not isinstance(problem, PlacementProblem):
         raise PlacementGymError(

@@ -1,8 +1,8 @@
 """The agent's view of a task: what a function agent receives under the benchmark protocol.
 
 A :class:`TaskView` exposes the protocol's surface of a :class:`~placement_gym.problem.PlacementProblem`
-and nothing else: evaluating placements (each distinct one counted against the run's budget), their
-validation, the device masks, the baseline, the graph and its features, and, for a white-box agent only,
+and nothing else: evaluating placements (each distinct one counted against the run's budget) and a
+read-only count of them, their validation, the device masks, the baseline, the graph and its features, and, for a white-box agent only,
 the cost model. It holds no backend, counter, run guard or stored optimum; the problem behind it is sealed
 while the agent runs (:meth:`~placement_gym.problem.PlacementProblem.seal`), so the same holds for an env
 built over it with :func:`~placement_gym.problem.problem_of`.
@@ -62,6 +62,11 @@ class TaskView:
     def validate_batch(self, placements: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
         """``placements`` as an int64 ``(B, G)`` array."""
         return self.__problem.validate_batch(placements)
+
+    @property
+    def evaluations(self) -> int:
+        """Distinct placements evaluated so far (read-only; the run's budget counts those of this run)."""
+        return self.__problem.evaluations
 
     # ------------------------------------------------------------------ static facts
     @property
@@ -132,11 +137,11 @@ class TaskView:
             sealing.require_white_box("view.device_features")
         return self.__problem.device_features
 
+    def __placement_problem__(self) -> PlacementProblem:
+        """The (sealed) problem behind the view, for building an env over it
+        (:func:`~placement_gym.problem.problem_of`)."""
+        return self.__problem
+
     def __repr__(self) -> str:
         p = self.__problem
         return f"TaskView({p.num_groups} groups, {p.num_devices} devices, {self.track})"
-
-
-def problem_behind(view: TaskView) -> PlacementProblem:
-    """The (sealed) problem behind ``view``, for building an env over it (:func:`problem_of`)."""
-    return view._TaskView__problem  # type: ignore[attr-defined]
