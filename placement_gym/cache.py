@@ -60,6 +60,43 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _digest_record_path(key: str) -> Path:
+    return cache_root() / "file-hashes" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _digest_record(key: str, stamps: tuple, digest: str) -> dict[str, Any]:
+    body = {"path": key, "stamps": [list(s) for s in stamps], "sha256": digest}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return {**body, "checksum": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def recall_digest(key: str, stamps: tuple) -> str | None:
+    """The SHA-256 another process recorded for the files of ``key`` at exactly these ``stamps`` (size,
+    inode, modification and change time of each file: a replaced or edited file has others), if the
+    record under ``file-hashes/`` is intact; else ``None``."""
+    try:
+        record = json.loads(_digest_record_path(key).read_text())
+        digest = record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(digest, str) or record != _digest_record(key, stamps, digest):
+        return None  # another file state, another path, or an edited record
+    return digest
+
+
+def record_digest(key: str, stamps: tuple, digest: str) -> None:
+    """Record the SHA-256 of ``key``'s files at ``stamps`` for other processes (best effort: a read-only
+    cache only costs hashing again)."""
+    target = _digest_record_path(key)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(_digest_record(key, stamps, digest)))
+        os.replace(tmp, target)
+    except OSError:
+        pass
+
+
 def _fingerprint(directory: Path) -> dict[str, dict[str, Any]]:
     files = {}
     for path in sorted(directory.iterdir()):
@@ -97,8 +134,14 @@ def _write_durably(directory: Path, meta: dict[str, Any]) -> None:
     _fsync(directory)
 
 
+def _file_stamp(path: Path) -> tuple[int, int, int, int]:
+    st = path.stat()
+    return (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _matches(path: Path, size: int, digest: str) -> bool:
-    """Whether ``path`` has ``size`` bytes and SHA-256 ``digest`` (memoised while the file is unchanged)."""
+    """Whether ``path`` has ``size`` bytes and SHA-256 ``digest`` (memoised while the file is unchanged, in
+    this process and, through :func:`record_digest`, across processes)."""
     st = path.stat()
     if st.st_size != size:
         return False
@@ -106,8 +149,13 @@ def _matches(path: Path, size: int, digest: str) -> bool:
     key = str(path)
     if _VERIFIED.get(key) == stamp:
         return True
-    if _sha256(path) != digest:
-        return False
+    stamps = (stamp[:4],)
+    if recall_digest(key, stamps) != digest:  # not recorded by another process at this file state
+        actual = _sha256(path)
+        if _file_stamp(path) == stamp[:4]:  # unchanged while it was read
+            record_digest(key, stamps, actual)
+        if actual != digest:
+            return False
     _VERIFIED[key] = stamp
     return True
 

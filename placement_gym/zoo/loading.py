@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from placement_gym.cache import cached_entry
+from placement_gym.cache import cached_entry, recall_digest, record_digest
 from placement_gym.errors import ConfigError, CorruptModelError, ModelError, UnknownNameError
 from placement_gym.zoo.models import MODELS, get_spec
 
@@ -150,8 +150,10 @@ def _stamp(part: Path) -> tuple[int, int, int, int]:
 def file_sha256(path: Path) -> str:
     """SHA-256 of a model file's content; for an IR, of the ``.xml`` followed by its ``.bin``.
 
-    Hashed once per process while the files are unchanged (same size, inode, modification and change
-    times): a file replaced or edited in place, even with the same size, is hashed again.
+    Hashed once while the files are unchanged (same size, inode, modification and change times), per
+    process and across processes (a checksummed record under the cache's ``file-hashes/``, like git's
+    index): a file replaced or edited in place, even with the same size, changes its change time and is
+    hashed again; a record that does not match its checksum is ignored.
     """
     parts = (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,)
     key = str(Path(path).resolve())
@@ -159,6 +161,10 @@ def file_sha256(path: Path) -> str:
     known = _FILE_HASHES.get(key)
     if known is not None and known[0] == stamps:
         return known[1]
+    stored = recall_digest(key, stamps)
+    if stored is not None:
+        _FILE_HASHES[key] = (stamps, stored)
+        return stored
     h = hashlib.sha256()
     for part in parts:
         with open(part, "rb") as f:
@@ -167,6 +173,7 @@ def file_sha256(path: Path) -> str:
     digest = h.hexdigest()
     if tuple(_stamp(part) for part in parts) == stamps:  # not changed while it was read
         _FILE_HASHES[key] = (stamps, digest)
+        record_digest(key, stamps, digest)
     return digest
 
 

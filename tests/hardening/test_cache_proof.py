@@ -84,6 +84,29 @@ def test_a_model_file_is_hashed_once_while_unchanged_and_again_when_replaced(tmp
     assert loading.file_sha256(path) not in (first, loading.hashlib.sha256(b"B" * 4096).hexdigest())
 
 
+def test_a_model_files_hash_is_recorded_for_other_processes_and_an_edited_record_is_ignored(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"A" * 4096)
+    first = loading.file_sha256(path)
+    loading._FILE_HASHES.clear()  # a new process: only the record on disk
+    reads: list = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: reads.append(p) or real_open(p, *a, **k))
+    assert loading.file_sha256(path) == first and not any(str(r) == str(path) for r in reads)
+    monkeypatch.setattr("builtins.open", real_open)
+    record = cache._digest_record_path(str(path.resolve()))
+    forged = json.loads(record.read_text())
+    forged["sha256"] = "0" * 64  # an edited record: its checksum no longer matches
+    record.write_text(json.dumps(forged))
+    loading._FILE_HASHES.clear()
+    assert loading.file_sha256(path) == first  # hashed again, not the forged digest
+    with open(path, "r+b") as f:  # the file edited in place: the record's stamps no longer match
+        f.write(b"C")
+    loading._FILE_HASHES.clear()
+    assert loading.file_sha256(path) == loading.hashlib.sha256(b"C" + b"A" * 4095).hexdigest()
+
+
 def _mlp(path: Path, width: int) -> Path:
     import openvino as ov
     import openvino.opset13 as ops
