@@ -136,8 +136,8 @@ def run_agent(
         PlacementError: If the agent returns a malformed placement.
     """
     check_agent(agent)
-    if inspect.isclass(agent) and not is_env_agent(agent):
-        agent = agent()  # a fresh instance per run (an env agent's: in train_in_env)
+    if inspect.isclass(agent):
+        agent = agent()  # a fresh instance per run
     track = sealing.check_track(track) if track is not None else agent_track(agent)
     problem = problem_of(target)
     extra: dict[str, Any] = {}

@@ -14,7 +14,8 @@ env over the run's :class:`~placement_gym.problem.PlacementProblem` and hands it
 Two more keywords, read the same way as ``num_envs``, choose the env: ``observation`` (``"graph"``, the
 default, or ``"device"``: the device-aware keys, computed from the cost model) and ``mdp`` (``"oneshot"``,
 the default: one step places every group; or ``"improve"``: :class:`~placement_gym.envs.DevicePlacementImproveEnv`
-starting from HEFT's placement, which reads the cost model).
+starting from HEFT's placement, which reads the cost model). Both read the cost model, which a black-box
+run refuses: such an agent declares ``track = "white-box"`` (an attribute of the function or class).
 
 The budget of distinct placements is enforced inside the env by :class:`BudgetWrapper`: the step that
 evaluates the last placement of the budget, and every step after it, returns ``truncated=True`` with

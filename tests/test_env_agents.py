@@ -244,3 +244,20 @@ def test_the_sb3_example_runs_on_the_tiny_tier(examples_on_path):
     (row,) = evaluate(SPEC, tasks=["resnet50/cpu-dgpu"], tier="tiny", seeds=[0])
     assert row.method == SPEC and row.evaluations == row.budget and row.extra["stopped_by_budget"]
     assert np.isfinite(row.score)
+
+
+def test_an_env_that_reads_the_cost_model_runs_white_box_only():
+    from placement_gym.errors import AgentFailedError
+
+    def train(env, budget, seed, observation="device"):
+        env.reset(seed=seed)
+        env.step(np.zeros(env.action_space.shape, dtype=np.int64))
+
+    with pytest.raises(AgentFailedError, match="ProtocolAccessError: problem.device_features"):
+        evaluate(train, tasks=TINY, budget=3, seeds=[0])  # black-box by default
+    train.track = "white-box"
+    (row,) = evaluate(train, tasks=TINY, budget=3, seeds=[0])
+    assert row.track == "white-box" and row.evaluations == 1
+    assert parse_spec("stable_baselines3:PPO:observation=device").build().track == "white-box"
+    assert parse_spec("sb3_contrib:MaskablePPO:mdp=improve").build().track == "white-box"
+    assert parse_spec("stable_baselines3:PPO").build().track == "black-box"

@@ -17,7 +17,8 @@ against its signature) and:
 * ``observation``, ``mdp``, ``num_envs``: the env the protocol builds (see :mod:`placement_gym.env_agents`);
 * ``total_timesteps``: env steps at most (default ``2 * budget``; steps that repeat a placement cost no budget).
 
-``env`` and ``seed`` are the protocol's and cannot be given. sb3-contrib's ``MaskablePPO`` gets the env's
+``env`` and ``seed`` are the protocol's and cannot be given. With ``observation=device`` or ``mdp=improve`` the
+env reads the cost model, so the run is in the white-box track (:attr:`SB3Algorithm.track`). sb3-contrib's ``MaskablePPO`` gets the env's
 action masks (groups masked off devices they do not fit on).
 """
 
@@ -97,6 +98,12 @@ class SB3Algorithm:
         self.observation, self.mdp, self.num_envs = observation, mdp, num_envs
         self.total_timesteps, self.device, self.algo_kwargs = total_timesteps, device, algo_kwargs
         self.model: BaseAlgorithm | None = None
+
+    @property
+    def track(self) -> str:
+        """``"white-box"`` when the env reads the cost model (``observation="device"``, ``mdp="improve"``),
+        else ``"black-box"`` (:func:`placement_gym.benchmark.agent_track`)."""
+        return "white-box" if self.observation == "device" or self.mdp == "improve" else "black-box"
 
     @classmethod
     def forwarded_parameters(cls) -> dict[str, Any]:
