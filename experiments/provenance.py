@@ -75,15 +75,14 @@ def _protocol_problems(row: ResultRow) -> list[str]:
 
 
 def declared_track(spec: str) -> str | None:
-    """The track a registered method declares (``None``: not a registered method, or tracks are not
-    declared in this version)."""
+    """The track a registered method's spec declares (``None``: not a registered method). The whole spec
+    counts: ``ppo_gnn`` reads the device-aware costs (white-box), ``ppo_gnn:observation=graph`` does not."""
     import agents
+    from agents.specs import method_track
 
-    track_of = getattr(agents, "method_track", None)
-    name = method_name(spec)
-    if track_of is None or name not in agents.METHODS:
+    if method_name(spec) not in agents.METHODS:
         return None
-    return track_of(name)
+    return method_track(spec)
 
 
 def _code_problems(code: object) -> list[str]:

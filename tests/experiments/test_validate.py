@@ -134,11 +134,9 @@ def test_rejects_rows_whose_provenance_does_not_hold(row, tmp_path):
 
 
 def test_a_track_against_the_methods_declared_one_is_rejected(row, tmp_path):
-    import agents
+    from agents.specs import method_track
 
-    if not hasattr(agents, "method_track"):
-        pytest.skip("methods declare no tracks in this version")
-    declared = agents.method_track("heft")
+    declared = method_track("heft")
     other = "black-box" if declared == "white-box" else "white-box"
     (verdict,) = check([dataclasses.replace(row, track=other)], tmp_path)
     assert "track" in verdict.line() and not verdict.ok
@@ -207,9 +205,9 @@ def corrupt(row: ResultRow, field: str, rng) -> ResultRow:
     if getattr(row, field) == value or (field == "placement" and list(row.placement) == value):
         return corrupt(row, field, rng)
     if field == "track":
-        import agents
+        from experiments.provenance import declared_track
 
-        declared = getattr(agents, "method_track", lambda _: None)(row.method.partition(":")[0])
+        declared = declared_track(row.method)
         if declared is None or value == declared:
             return None  # a track the method declares (or none declared): not a corruption
     return dataclasses.replace(row, **{field: value})
