@@ -59,13 +59,20 @@ class Plan:
         deps: ``deps[i]``: indices (into ``parts``) of the segments that ``parts[i]`` reads from.
         users: ``users[i]``: indices of the segments that read from ``parts[i]``.
         devices: ``devices[i]``: the device ``parts[i]`` runs on (a compiled piece may serve several
-            devices of identical configuration, see :mod:`~placement_gym.measured.pieces`).
+            devices of identical configuration, see :mod:`~placement_gym.measured.pieces`); left out,
+            each part runs on its own segment's device.
     """
 
     parts: list[_Compiled]
     deps: list[list[int]]
     users: list[list[int]] = field(default_factory=list)
     devices: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            self.devices = [p.segment.device for p in self.parts]
+        if len(self.devices) != len(self.parts):
+            raise ValueError(f"Plan: {len(self.devices)} devices given for {len(self.parts)} parts")
 
 
 class _Workers:

@@ -230,3 +230,11 @@ def test_threads_driver_workers_stop_when_the_executor_is_dropped() -> None:
     for t in threads:
         t.join(timeout=5.0)
     assert not any(t.is_alive() for t in threads)
+
+
+def test_a_plan_runs_its_parts_on_their_segments_devices_unless_told() -> None:
+    parts = [_part(1, _Request()), _part(0, _Request())]
+    assert Plan(parts, deps=[[], []], users=[[], []]).devices == [1, 0]
+    assert Plan(parts, deps=[[], []], users=[[], []], devices=[0, 0]).devices == [0, 0]
+    with pytest.raises(ValueError, match="1 devices given for 2 parts"):
+        Plan(parts, deps=[[], []], users=[[], []], devices=[0])
