@@ -7,10 +7,12 @@ Use :func:`make_method` with a name from :data:`METHODS`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 from placement_gym.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 
 #: Method name -> "module:class", imported on first use.
 METHODS: dict[str, str] = {
@@ -61,6 +63,16 @@ def method_class(name: str) -> type[PlacementMethod]:
 def make_method(name: str, **kwargs: Any) -> PlacementMethod:
     """Instantiate method ``name`` with its keyword arguments."""
     return method_class(name)(**kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``BudgetTracker``, ``PlacementMethod`` and ``PlacementResult`` from :mod:`agents.base`, imported on first
+    use: the registry (:data:`METHODS`) stays cheap to import (the CLI's ``--help`` reads it)."""
+    if name in ("BudgetTracker", "PlacementMethod", "PlacementResult"):
+        from agents import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")
 
 
 __all__ = ["METHODS", "BudgetTracker", "PlacementMethod", "PlacementResult", "make_method", "method_class"]

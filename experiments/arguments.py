@@ -129,6 +129,49 @@ def input_shapes(pairs: list[tuple[str, list[int]]] | None) -> dict[str, list[in
     return shapes
 
 
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """``"name=1,3,224,224"`` -> ``("name", [1, 3, 224, 224])`` (one ``--input-shape``).
+
+    Raises:
+        ConfigError: If the text is not ``name=d1,d2,...`` with positive integer dimensions.
+    """
+    from placement_gym.errors import ConfigError
+
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
+    except ValueError:
+        shape = []
+    if not sep or not name or not shape or min(shape) < 1:
+        raise ConfigError(
+            f"input shape {text!r} is not NAME=D1,D2,... with positive integers (e.g. x=1,3,224,224)"
+        )
+    return name, shape
+
+
+def input_shape(text: str) -> tuple[str, list[int]]:
+    """One ``--input-shape NAME=D1,D2,...``: ``(name, shape)`` (see :func:`parse_input_shape`)."""
+    from placement_gym.errors import ConfigError
+
+    try:
+        return parse_input_shape(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
+    """``--input-shape NAME=D1,D2,...`` (repeatable; ``train``, ``bench`` and ``place``)."""
+    parser.add_argument(
+        "--input-shape",
+        dest="input_shapes",
+        type=input_shape,
+        action="append",
+        metavar="NAME=D1,D2,...",
+        help="static shape of a dynamic model input, e.g. x=1,3,224,224 (repeat per input; a dynamic "
+        "batch dimension alone defaults to 1)",
+    )
+
+
 def checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with a :class:`PlacementGymError` turned into argparse's type error (its message kept:
     argparse would otherwise print only "invalid value", or a traceback for a KeyError)."""

@@ -23,8 +23,6 @@ import json
 import os
 from typing import Any
 
-from experiments.arguments import UniqueList
-
 
 def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]]:
     """Re-profile every model in ``models`` on each distinct device of ``platform``.
@@ -85,19 +83,6 @@ def boundary_table(record: dict[str, Any]) -> str:
         f"(load {record['load_before']:.2f} -> {record['load_after']:.2f})",
     ]
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", nargs="+", action=UniqueList, default=None, help="zoo models (default: the benchmark models)"
-    )
-    parser.add_argument("--platform", default="local", help="platform whose devices are profiled")
-    parser.add_argument(
-        "--boundaries",
-        action="store_true",
-        help="also re-measure the segment-boundary costs (local platform)",
-    )
-    parser.add_argument("--boundaries-only", action="store_true", help="only the segment-boundary costs")
 
 
 def run_from_args(args: argparse.Namespace) -> None:

@@ -19,15 +19,16 @@ exits with status 2; ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
 from experiments.arguments import OneLineParser, UniqueList, positive_int, run_command
+from experiments.parsers import bench, calibrate, datasets, leaderboard, place, show, train, validate
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
-
+    """The parser of every subcommand, built from :mod:`experiments.parsers` (no heavy import)."""
     parser = OneLineParser(prog="placement-gym", description="Device placement as an RL benchmark.")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
     common = OneLineParser(add_help=False)
@@ -45,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("validate", validate),
         ("leaderboard", leaderboard),
     ):
-        doc = module.__doc__.splitlines()[0]
-        module.add_arguments(sub.add_parser(name, help=doc, description=doc, parents=[common]))
+        summary = module.SUMMARY
+        module.add_arguments(sub.add_parser(name, help=summary, description=summary, parents=[common]))
     graphs = sub.add_parser(
         "graphs", help="node/edge counts of the benchmark graphs at every coarsening level", parents=[common]
     )
@@ -58,17 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from experiments import bench, calibrate, datasets, leaderboard, place, show, train, validate
-
+    """Run the parsed command: its module (and what it needs) is imported only now."""
     if args.command == "graphs":
         from experiments.graph_table import graph_table
         from placement_gym.zoo import BENCHMARK_MODELS
 
         print(graph_table(args.models or list(BENCHMARK_MODELS), args.k))
     else:
-        modules = {"bench": bench, "train": train, "show": show, "place": place, "calibrate": calibrate}
-        modules.update(datasets=datasets, validate=validate, leaderboard=leaderboard)
-        modules[args.command].run_from_args(args)
+        importlib.import_module(f"experiments.{args.command}").run_from_args(args)
 
 
 def _show_notes() -> None:

@@ -43,16 +43,14 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from experiments.arguments import module_main
+from experiments.parsers.datasets import MODES, add_arguments, parse_task  # noqa: F401 (parse_task: re-exported)
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError
 from placement_gym.problem import PlacementProblem, problem_of
 
-#: MDPs a dataset can hold: the placement env's ``mode``, or the improvement MDP.
-MODES = ("oneshot", "sequential", "improve")
 #: Dataset namespace: IDs are ``placement_gym/<model>-<platform with _>/<mode>-v<VERSION>``.
 NAMESPACE = "placement_gym"
 #: Version of the dataset layout (episode list, reward, observation keys).
@@ -277,35 +275,6 @@ def reference_table(tasks: Sequence[tuple[str, str]]) -> str:
             f"{ref.baseline_latency / ref.latency - 1.0:.6f} | {math.log(ref.heft_latency / ref.latency):.6f} |"
         )
     return "\n".join(lines)
-
-
-def parse_task(text: str) -> tuple[str, str]:
-    """``"model/platform"`` -> ``(model, platform)``."""
-    model, sep, platform = text.partition("/")
-    if not sep or not model or not platform:
-        raise ConfigError(f"a task is written model/platform (e.g. inception_v3/cpu-igpu), got {text!r}")
-    return model, platform
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tasks",
-        nargs="+",
-        type=parse_task,
-        default=None,
-        help="model/platform pairs (default: the 12 train tasks)",
-    )
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="MDPs (default: all)")
-    parser.add_argument(
-        "--path", type=Path, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)"
-    )
-    parser.add_argument("--path-points", type=int, default=8, help="episodes per improvement path (oneshot)")
-    parser.add_argument("--overwrite", action="store_true", help="rebuild datasets that exist")
-    parser.add_argument(
-        "--scores",
-        action="store_true",
-        help="only print the reference scores of the datasets (builds nothing)",
-    )
 
 
 def run_from_args(args: argparse.Namespace) -> None:

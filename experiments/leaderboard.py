@@ -33,13 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from experiments.arguments import module_main
+from experiments.parsers.leaderboard import PAGE, RESULTS, add_arguments  # noqa: F401 (PAGE: re-exported)
 from placement_gym.errors import ConfigError
 from placement_gym.results import ResultRow, ResultStore, first_per_cell
 
-#: Where the stored rows live, one folder per tier, one file per method.
-RESULTS = Path("results") / "leaderboard"
-#: The generated page.
-PAGE = Path("docs") / "LEADERBOARD.md"
 #: Every method of the leaderboard, in run order (cheap classical baselines and searches first, then the
 #: MILP-based methods with a 30 s time limit, then the expensive published systems, then the SB3 learners).
 METHODS: tuple[str, ...] = (
@@ -377,20 +374,6 @@ SUBMISSION = [
     "   stored row on the simulated backend; a row whose placement, latency, score, graph version or task",
     "   does not match is rejected.",
 ]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--run", metavar="TIER", default=None, help="run the missing cells of this tier first"
-    )
-    parser.add_argument(
-        "--methods", nargs="+", default=None, help="method specs to run (default: every leaderboard method)"
-    )
-    parser.add_argument("--tasks", nargs="+", default=None, help="protocol tasks or splits (default: train)")
-    parser.add_argument(
-        "--results", type=Path, default=RESULTS, help="rows folder (default: results/leaderboard)"
-    )
-    parser.add_argument("--out", type=Path, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")
 
 
 def run_from_args(args: argparse.Namespace) -> None:

@@ -19,8 +19,9 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from experiments.arguments import module_main, non_negative_int
+from experiments.arguments import module_main
 from experiments.filenames import file_stem
+from experiments.parsers.show import add_arguments
 from experiments.runs import reject_bool
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs.render import placement_figure, placement_table
@@ -151,13 +152,6 @@ def show(record: PlacementRecord | dict[str, Any], png: Path | None) -> str:
         )
         fig.savefig(png)
     return text
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", type=Path, help="best_placement.json or results.jsonl")
-    parser.add_argument("--row", type=non_negative_int, default=None, help="row of a results.jsonl (default: the best)")
-    parser.add_argument("--model", default=None, help="only rows of this model (results.jsonl)")
-    parser.add_argument("--png", type=Path, default=None, help="picture path (default: next to the input)")
 
 
 def run_from_args(args: argparse.Namespace) -> None:

@@ -39,11 +39,11 @@ import gymnasium as gym
 import numpy as np
 
 import placement_gym  # noqa: F401  (registers the env IDs)
-from agents import METHODS
 from agents.base import BudgetTracker, PlacementMethod, PlacementResult
 from agents.specs import method_spec, parameters
 from experiments import arguments
 from experiments.filenames import file_stem
+from experiments.parsers.train import OUTPUTS, add_arguments
 from experiments.runs import library_versions
 from placement_gym.errors import ConfigError
 from placement_gym.problem import problem_of
@@ -171,10 +171,6 @@ class Checkpointer:
             torch.save(policy.state_dict(), self.folder / "final_policy.pt")
             return self.folder / "final_policy.pt"
         return None
-
-
-#: What ``train`` writes into ``--out``: a second run refuses to mix with them, ``--overwrite`` removes them.
-OUTPUTS = ("best_placement.json", "history.csv", "tb", "checkpoints", "policy", "results.json")
 
 
 def prepare_out(out: Path, overwrite: bool = False) -> None:
@@ -306,90 +302,6 @@ def train(
         logger.close()
         env.close()
     return result
-
-
-def _input_shape(text: str) -> tuple[str, list[int]]:
-    from placement_gym.zoo.loading import parse_input_shape
-
-    try:
-        return parse_input_shape(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
-    """``--input-shape NAME=D1,D2,...`` (repeatable), shared with ``bench``."""
-    parser.add_argument(
-        "--input-shape",
-        dest="input_shapes",
-        type=_input_shape,
-        action="append",
-        metavar="NAME=D1,D2,...",
-        help="static shape of a dynamic model input, e.g. x=1,3,224,224 (repeat per input; a dynamic "
-        "batch dimension alone defaults to 1)",
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    names = ", ".join(METHODS)
-    parser.add_argument(
-        "--agent", required=True, choices=list(METHODS), metavar="AGENT", help=f"the method: one of {names}"
-    )
-    parser.add_argument(
-        "--env",
-        required=True,
-        nargs="+",
-        help="a registered env ID, e.g. DevicePlacementSim-bert-v0; several IDs train one policy on all of them "
-        "(SB3 learners, one budget across the tasks, the policy saved to OUT/policy)",
-    )
-    parser.add_argument(
-        "--max-nodes", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many groups"
-    )
-    parser.add_argument(
-        "--max-edges", type=arguments.positive_int, default=None, help="multi-task: pad graphs to this many edges"
-    )
-    parser.add_argument(
-        "--budget",
-        type=arguments.budget,
-        default=None,
-        help="evaluated placements (default: the method's own: learners train for their default budget, "
-        "one-shot methods such as heft evaluate what they need)",
-    )
-    parser.add_argument("--seed", type=arguments.seed, default=0, help="seed of the method and the env")
-    parser.add_argument(
-        "--env-kwargs", type=arguments.json_object, default={}, help='JSON, e.g. \'{"coarsening": "k", "k": 64}\''
-    )
-    parser.add_argument(
-        "--agent-kwargs", type=arguments.json_object, default={}, help="JSON keyword arguments of the method"
-    )
-    add_input_shape_argument(parser)
-    parser.add_argument(
-        "--n-envs",
-        type=arguments.positive_int,
-        default=1,
-        help="envs stepped together by SB3 learners (ignored by others)",
-    )
-    parser.add_argument(
-        "--ray-address",
-        default=None,
-        help="evaluate on a Ray cluster ('auto', 'ray://host:10001'; 'local' starts a local instance)",
-    )
-    parser.add_argument("--ray-workers", type=arguments.positive_int, default=2, help="Ray actors evaluating placements")
-    parser.add_argument(
-        "--checkpoint-every",
-        type=arguments.non_negative_int,
-        default=100,
-        help="evaluations between checkpoints of SB3 learners (0: only the final one)",
-    )
-    parser.add_argument(
-        "--out", type=arguments.out_folder, default=None, help="output folder (default runs/<env>/<agent>-s<seed>)"
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help=f"replace the outputs of an earlier run in --out ({', '.join(OUTPUTS)}; nothing else is removed)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def train_tasks(

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.arguments import module_main
+from experiments.parsers.validate import add_arguments
 from experiments.provenance import method_name, row_problems, set_problems
 from placement_gym.errors import PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
@@ -362,21 +363,6 @@ def validate(
         dataclasses.replace(v, problems=v.problems + tuple(extra)) if extra else v
         for v, extra in zip(verdicts, together, strict=True)
     ]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rows", nargs="+", type=Path, help="results files (JSON lines)")
-    parser.add_argument("--quiet", action="store_true", help="print only the rejected rows")
-    parser.add_argument(
-        "--rerun", type=int, default=0, metavar="N",
-        help="also rerun N sampled rows end to end, method included, and report those that differ",
-    )  # fmt: skip
-    parser.add_argument(
-        "--sample-seed", type=int, default=0, help="seed of the --rerun sample (default: 0)"
-    )
-    parser.add_argument(
-        "--no-cache", action="store_true", help="recompute every verdict (ignore and keep no cache)"
-    )
 
 
 def run_from_args(args: argparse.Namespace) -> None:

@@ -177,24 +177,6 @@ def file_sha256(path: Path) -> str:
     return digest
 
 
-def parse_input_shape(text: str) -> tuple[str, list[int]]:
-    """``"name=1,3,224,224"`` -> ``("name", [1, 3, 224, 224])`` (the CLI's ``--input-shape``).
-
-    Raises:
-        ConfigError: If the text is not ``name=d1,d2,...`` with positive integer dimensions.
-    """
-    name, sep, dims = text.rpartition("=")
-    try:
-        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
-    except ValueError:
-        shape = []
-    if not sep or not name or not shape or min(shape) < 1:
-        raise ConfigError(
-            f"input shape {text!r} is not NAME=D1,D2,... with positive integers (e.g. x=1,3,224,224)"
-        )
-    return name, shape
-
-
 def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.Model:
     """Give ``model`` static input shapes (in place) and return it.
 

@@ -1,0 +1,31 @@
+"""The leaderboard: run the protocol's cells resumably and write ``docs/LEADERBOARD.md`` from the stored rows.
+
+The arguments of ``placement-gym leaderboard`` and where it keeps its rows and page.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+SUMMARY = __doc__.splitlines()[0]
+
+#: Where the stored rows live, one folder per tier, one file per method.
+RESULTS = Path("results") / "leaderboard"
+#: The generated page.
+PAGE = Path("docs") / "LEADERBOARD.md"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``leaderboard``'s arguments to ``parser``."""
+    parser.add_argument(
+        "--run", metavar="TIER", default=None, help="run the missing cells of this tier first"
+    )
+    parser.add_argument(
+        "--methods", nargs="+", default=None, help="method specs to run (default: every leaderboard method)"
+    )
+    parser.add_argument("--tasks", nargs="+", default=None, help="protocol tasks or splits (default: train)")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="rows folder (default: results/leaderboard)"
+    )
+    parser.add_argument("--out", type=Path, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")
