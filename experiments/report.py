@@ -1,12 +1,12 @@
 """Summaries of benchmark rows: a markdown table, a CSV, and plots.
 
 Latencies are aggregated over seeds as mean and standard deviation; speedups over CPU-only as the
-geometric mean (CompilerGym's leaderboard convention); the quality ratio is a method's mean latency over
-the MILP's latency on the same model (1.0 = as good as the solver's incumbent); "collapsed updates" is
-the mean over seeds of a learning system's share of policy updates whose samples were all identical or
-tied in reward (``extra["collapsed_fraction"]``, see :func:`agents.systems.common.reinforce`). Where the
-task has a reference optimum (:mod:`placement_gym.tasks`), the normalised score (0 = the baseline, 1 = the
-optimum) is the mean over seeds of each run's score.
+geometric mean (CompilerGym's leaderboard convention); "collapsed updates" is the mean over seeds of a
+learning system's share of policy updates whose samples were all identical or tied in reward
+(``extra["collapsed_fraction"]``, see :func:`agents.systems.common.reinforce`). The one reference is the
+task's stored optimum (:mod:`placement_gym.tasks`): the score against it (0 = the best single device, 1 = the
+optimum) is the mean over seeds of each run's score; every method, the MILP included, is a row scored
+against it. :func:`markdown_table` explains its columns under the table.
 
     python -m experiments.report results/small                         # paper-style and quality tables
     python -m experiments.report --suite results/suite-scores           # the suite table (normalised scores)
@@ -99,16 +99,10 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
         groups[
             (row.platform, row.backend, row.model, row.method, row.graph_version, row.groups, task)
         ].append(row)
-    milp = {
-        (p, b, m, v, g): float(np.mean([r.latency for r in rs]))
-        for (p, b, m, meth, v, g, _), rs in groups.items()
-        if meth.split(":")[0] == "milp"
-    }
     out = []
-    for (platform, backend, model, method, version, n_groups, _), rs in groups.items():
+    for (platform, backend, model, method, _version, _groups, _), rs in groups.items():
         lat = np.array([r.latency for r in rs])
         finite = lat[np.isfinite(lat)]
-        ref = milp.get((platform, backend, model, version, n_groups))
         mean = float(finite.mean()) if len(finite) else float("inf")
         collapsed = [r.extra["collapsed_fraction"] for r in rs if "collapsed_fraction" in r.extra]
         out.append(
@@ -123,7 +117,6 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
                 latency_std_ms=float(finite.std()) * 1e3 if len(finite) else 0.0,
                 speedup_vs_cpu=_geomean([r.speedup_vs_cpu for r in rs]),
                 speedup_reference=Counter(r.speedup_reference for r in rs).most_common(1)[0][0],
-                vs_milp=mean / ref if ref else float("nan"),
                 score=float(np.mean([_score(r) for r in rs])),
                 evaluations=int(np.mean([r.evaluations for r in rs])),
                 wall_s=float(np.mean([r.wall_time for r in rs])),
@@ -137,8 +130,48 @@ def summarise(rows: list[ResultRow]) -> list[dict]:
     return sorted(out, key=lambda d: (d["platform"], d["backend"], d["model"], d["latency_ms"]))
 
 
+#: What each column of :func:`markdown_table` means, printed under the table.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("model", "the zoo model, or the model file's name"),
+    ("method", "the method spec as given (single_device:device=X shows as X_only); the MILP is one of them"),
+    ("seeds", "runs averaged (a method whose result does not depend on the seed runs once)"),
+    ("latency ms", "latency of the best placement the method found, mean ± std over seeds"),
+    ("speedup vs CPU-only", "CPU-only latency over the method's, geometric mean over seeds; 'vs X_only' "
+     "where the CPU alone does not fit (then against the fastest single device that fits), '-' where none "
+     "fits"),
+    ("score vs optimum", "(b / latency - 1) / (b / optimum - 1), b the best single device's latency: 0 = the "
+     "best single device, 1 = the task's stored optimum (named above), mean over seeds; '-' for a task "
+     "without one (a model file, another platform or backend)"),
+    ("evaluations", "placements the method evaluated, mean over seeds (the budget caps the distinct ones)"),
+    ("collapsed updates", "the learning systems trained with REINFORCE (hsdag, rl_placement, grouper_placer, "
+     "placeto): share of policy updates whose sampled placements all had the same reward, so the update "
+     "learned nothing; '-' for other methods"),
+    ("wall s", "wall-clock seconds per run, mean over seeds"),
+)
+
+
+def _optimum_line(items: list[dict]) -> str:
+    """The stored optima the block's scores are against, one per model (or that there is none)."""
+    parts, without = [], []
+    for model in dict.fromkeys(s["model"] for s in items):
+        refs = [s["reference"] for s in items if s["model"] == model and s["reference"] is not None]
+        if not refs:
+            without.append(model)
+            continue
+        ref = refs[0]
+        parts.append(
+            f"{model} {ref.latency * 1e3:.3f} ms (proven within {ref.gap:.2%}; best single device "
+            f"{ref.baseline.split()[-1]} {ref.baseline_latency * 1e3:.3f} ms)"
+        )
+    text = f"Stored optimum: {'; '.join(parts)}." if parts else ""
+    if without:
+        text += (" " if text else "") + f"No stored optimum for {', '.join(without)}: no score."
+    return text
+
+
 def markdown_table(summary: list[dict]) -> str:
-    """The summary as markdown, one block per (platform, backend)."""
+    """The summary as markdown, one block per (platform, backend): one row per method, scored against the
+    task's stored optimum, with the optimum and every column explained under the table."""
     lines: list[str] = []
     blocks: dict[tuple, list[dict]] = defaultdict(list)
     for s in summary:
@@ -147,20 +180,20 @@ def markdown_table(summary: list[dict]) -> str:
         lines += [
             f"### {platform} ({backend})",
             "",
-            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only (else vs the fastest "
-            "single device that fits) | normalised score | "
-            "latency / MILP | evaluations | collapsed updates | wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| model | method | seeds | latency ms (mean ± std) | speedup vs CPU-only | score vs optimum | "
+            "evaluations | collapsed updates | wall s |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for s in items:
-            vs = f"{s['vs_milp']:.3f}" if np.isfinite(s["vs_milp"]) else "-"
             score = f"{s['score']:.3f}" if np.isfinite(s["score"]) else "-"
             collapsed = f"{s['collapsed']:.0%}" if np.isfinite(s["collapsed"]) else "-"
             lines.append(
                 f"| {s['model']} | {s['label']} | {s['seeds']} | {s['latency_ms']:.3f} ± {s['latency_std_ms']:.3f} | "
-                f"{_speedup_cell(s)} | {score} | {vs} | {s['evaluations']} | {collapsed} | {s['wall_s']:.1f} |"
+                f"{_speedup_cell(s)} | {score} | {s['evaluations']} | {collapsed} | {s['wall_s']:.1f} |"
             )
-        lines.append("")
+        lines += ["", _optimum_line(items), ""]
+    if blocks:
+        lines += [f"- {name}: {meaning}." for name, meaning in COLUMNS]
     return "\n".join(lines)
 
 

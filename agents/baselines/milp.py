@@ -101,9 +101,13 @@ class _Builder:
         self.row_lower.append(lower)
         self.row_upper.append(upper)
 
-    def highs(self) -> highspy.Highs:
-        h = highspy.Highs()
+    def highs(self) -> highspy._Highs:
+        """The model as a silent HiGHS instance: the solver core, since ``highspy.Highs()`` prints HiGHS's
+        licence banner while it is built, before an option can turn output off (the project uses none of
+        the wrapper's additions: callbacks, expressions)."""
+        h = highspy._Highs()
         h.setOptionValue("output_flag", False)
+        h.setOptionValue("log_to_console", False)
         n = len(self.lower)
         h.addVars(n, np.array(self.lower), np.array(self.upper))
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))

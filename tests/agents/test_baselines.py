@@ -187,6 +187,24 @@ def test_milp_prices_every_placement(seed: int) -> None:
             assert h.modelStatusToString(h.getModelStatus()) == "Infeasible"
 
 
+def test_milp_prints_nothing() -> None:
+    """No HiGHS banner ("Running HiGHS ... Copyright") or log amid a command's output: a fresh interpreter
+    (HiGHS prints its banner once per process) solves a MILP and its stdout and stderr stay empty."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from tests.agents.test_baselines import random_problem\n"
+        "from agents.baselines.milp import MILPPlacement\n"
+        "MILPPlacement(time_limit=10).place(random_problem(3, 6, 'multi-accel'))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "HiGHS" not in out.stdout + out.stderr and out.stdout == "", out.stdout
+
+
 def test_milp_beats_single_devices_when_mixing_pays() -> None:
     env = random_problem(3, 6, "multi-accel")
     result = MILPPlacement(time_limit=30).place(env)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.report import markdown_table, merge_rows, suite_table, summarise
+from experiments.report import COLUMNS, markdown_table, merge_rows, suite_table, summarise
 from experiments.runs import ResultRow
 from placement_gym.tasks import reference_optimum
 
@@ -18,6 +18,27 @@ def _row(
         method=method, seed=seed, budget=500, latency=latency, cpu_only_latency=0.034317,
         speedup_vs_cpu=0.034317 / latency, evaluations=1, wall_time=0.0, placement=[0] * groups,
     )  # fmt: skip
+
+
+def test_main_table_has_one_reference_and_explains_every_column() -> None:
+    """The stored optimum is the one reference (named under the table); the MILP is a row like the others;
+    every column of the header is explained under the table."""
+    ref = reference_optimum("bert", 1, "cpu-igpu")
+    rows = [_row("milp:time_limit=30", ref.latency * 1.1), _row("heft", ref.baseline_latency)]
+    rows.append(_row("heft", 0.03, platform="nowhere"))
+    text = markdown_table(summarise(rows))
+    header = next(line for line in text.splitlines() if line.startswith("| model"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    explained = [name for name, _ in COLUMNS]
+    for column in columns:
+        assert any(column.startswith(name) for name in explained), f"column {column!r} is not explained"
+        assert "MILP" not in column
+    for name in explained:
+        assert f"\n- {name}: " in text
+    assert f"Stored optimum: bert {ref.latency * 1e3:.3f} ms" in text
+    assert "No stored optimum for bert: no score." in text  # the "nowhere" platform's block
+    milp = next(line for line in text.splitlines() if "milp:time_limit=30" in line)
+    assert f"| {ref.score(ref.latency * 1.1):.3f} |" in milp
 
 
 def test_scores_in_summary_and_tables() -> None:
@@ -34,7 +55,7 @@ def test_scores_in_summary_and_tables() -> None:
     assert summary[("cpu-igpu", "heft")]["score"] == pytest.approx(0.0)
     assert summary[("cpu-igpu", "hsdag")]["score"] == pytest.approx(0.5)  # mean over seeds
     assert summary[("nowhere", "heft")]["score"] != summary[("nowhere", "heft")]["score"]  # NaN
-    assert "normalised score" in markdown_table(list(summary.values()))
+    assert "score vs optimum" in markdown_table(list(summary.values()))
     table = suite_table(list(summary.values())).splitlines()
     assert len(table) == 3 and "bert / cpu-igpu" in table[2]
     assert table[0].count("|") == 8 and "exact" not in table[0]  # 5 fixed columns + heft + hsdag
