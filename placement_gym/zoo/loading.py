@@ -177,6 +177,22 @@ def file_sha256(path: Path) -> str:
     return digest
 
 
+def _shape_template(shape: ov.PartialShape) -> list[str]:
+    """The dimensions of a dynamic input shape to pass: its static ones, 1 for a dynamic batch, and a letter
+    (``H``, ``W``, ... or ``D<i>``) for every other dynamic one; ``N,...`` when even the rank is dynamic."""
+    if shape.rank.is_dynamic:
+        return ["D0", "D1", "..."]
+    dims = list(shape)
+    letters = {2: "H", 3: "W"} if len(dims) == 4 else {1: "L"} if len(dims) == 2 else {}
+    out = []
+    for i, dim in enumerate(dims):
+        if dim.is_static:
+            out.append(str(dim.get_length()))
+        else:
+            out.append("1" if i == 0 and len(dims) > 1 else letters.get(i, f"D{i}"))
+    return out
+
+
 def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.Model:
     """Give ``model`` static input shapes (in place) and return it.
 
@@ -209,12 +225,15 @@ def make_static(model: ov.Model, input_shapes: InputShapes | None = None) -> ov.
             shapes[name] = [1] + [d.get_length() for d in list(shape)[1:]]
             logger.info("model input %r has a dynamic batch dimension (%s); using batch 1", name, shape)
         else:
-            unresolved.append(f"{name} {shape}")
+            unresolved.append((name, shape))
     if unresolved:
-        first = unresolved[0].split(" ")[0]
+        found = "; ".join(f"{name} {shape}" for name, shape in unresolved)
+        flags = " ".join(f"--input-shape {name}={','.join(_shape_template(shape))}" for name, shape in unresolved)
+        python = ", ".join(f"{name!r}: [{', '.join(_shape_template(shape))}]" for name, shape in unresolved)
+        unknown = [d for _, shape in unresolved for d in _shape_template(shape) if not d.isdigit() and d != "..."]
         raise ModelError(
-            f"the model has dynamic input shapes ({'; '.join(unresolved)}); give static ones with "
-            f"input_shapes={{{first!r}: [d1, d2, ...]}} (CLI: --input-shape {first}=d1,d2,...)"
+            f"the model has dynamic input shapes ({found}); pass {flags}, with {', '.join(dict.fromkeys(unknown))} "
+            f"the sizes to place it at (Python: input_shapes={{{python}}})"
         )
     if shapes:
         try:

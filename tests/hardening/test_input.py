@@ -204,7 +204,7 @@ def test_dynamic_shapes_need_input_shapes(tmp_path: Path) -> None:
     from placement_gym.errors import ModelError
 
     path = _conv_ir(tmp_path, [-1, 3, -1, -1])
-    with pytest.raises(ModelError, match=r"dynamic input shapes \(x \[\?,3,\?,\?\]\).*--input-shape x="):
+    with pytest.raises(ModelError, match=r"dynamic input shapes \(x \[\?,3,\?,\?\]\); pass --input-shape x=1,3,H,W,"):
         load_benchmark(path)
     bench = load_benchmark(path, input_shapes={"x": [2, 3, 16, 16]})
     assert bench.ops.out_shapes[0] == (2, 4, 16, 16) and bench.input_shapes == {"x": [2, 3, 16, 16]}
