@@ -1,4 +1,4 @@
-"""Place a model with a saved policy: zero-shot (one evaluation) or after fine-tuning on it.
+"""Place a model with a saved policy: zero-shot (no training on it; --budget evaluations of its rollouts) or after fine-tuning.
 
 The policy is a folder written by ``SB3Method.save`` (``placement-gym train`` writes ``OUT/policy``); its
 ``meta.json`` names the method and the padded spaces, so the model is padded the same way. The platform

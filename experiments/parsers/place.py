@@ -1,4 +1,4 @@
-"""Place a model with a saved policy: zero-shot (one evaluation) or after fine-tuning on it.
+"""Place a model with a saved policy: zero-shot (no training on it; --budget evaluations of its rollouts) or after fine-tuning.
 
 The arguments of ``placement-gym place``.
 """
