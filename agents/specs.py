@@ -44,11 +44,24 @@ from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameErro
 from placement_gym.validation import Range
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _TRUE, _FALSE, _NONE = {"true", "True"}, {"false", "False"}, {"null", "none", "None"}
 #: Parameters an outside function agent receives positionally, not from the spec.
 _FUNCTION_POSITIONAL = 3
+#: The names the first parameter of an agent function may have: what the protocol passes it (a problem
+#: or its view, an env or a vector env).
+AGENT_FIRST_PARAMETERS = ("problem", "view", "env", "envs")
+#: Argument names a spec may not give: the benchmark passes these to every agent (the budget from
+#: ``--budget`` or the tier, the seed from ``--seeds``, the task itself).
+RESERVED_ARGUMENTS = {
+    "budget": "the benchmark gives every agent its budget (bench --budget, or the protocol's tier)",
+    "seed": "the benchmark gives every agent its seed (bench --seeds)",
+    "problem": "the benchmark passes the task to the agent",
+    "view": "the benchmark passes the task to the agent",
+    "target": "the benchmark passes the task to the agent",
+    "env": "the benchmark builds the env and passes it to the agent",
+    "envs": "the benchmark builds the env and passes it to the agent",
+}
 _MAX_SPEC = 4096
 
 
@@ -87,6 +100,8 @@ class MethodSpec:
         values the caller sets, such as a log folder), or for a function, the function with the
         arguments bound."""
         kwargs = {**self.kwargs, **extra}
+        if _is_instance_agent(self.target):
+            return self.target
         if self.is_function:
             import functools
 
@@ -197,8 +212,13 @@ def _split_name(text: str) -> tuple[str, Any, str]:
     if head in METHODS:
         return head, method_class(head), rest
     attr, _, args = rest.partition(":")
-    if sep and _MODULE.match(head) and _IDENTIFIER.match(attr):
+    if sep and _is_module_path(head) and attr.isidentifier():
         return f"{head}:{attr}", _outside_agent(head, attr), args
+    if sep and _is_module_path(head) and attr and "=" not in attr:
+        raise ConfigError(
+            f"method spec {text!r}: {attr!r} is not a Python name; an agent of your own is given as "
+            "pkg.module:Class or pkg.module:function"
+        )
     error = UnknownNameError("method", head, METHODS)
     error.args = (f"{error.args[0]} An agent of your own is given as pkg.module:Class or pkg.module:function.",)
     raise error
@@ -238,17 +258,49 @@ def _outside_agent(module_name: str, attr: str) -> Any:
             )
         return target
     if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
-        try:
-            inspect.signature(target).bind(*([None] * _FUNCTION_POSITIONAL))
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"method {where} is a function that cannot be called as {attr}(problem, budget, seed)"
-            ) from None
+        return _function_agent(target, where, attr)
+    if callable(getattr(target, "place", None)):  # an instance with place(), used as it is
         return target
     raise ConfigError(
         f"method {where} is a {type(target).__name__}, not an agent: give a class with a place() method "
         "or a function f(problem, budget, seed)"
     )
+
+
+def _is_instance_agent(target: Any) -> bool:
+    """Whether ``target`` is an agent object (an instance with ``place()``), not a class or function."""
+    return not inspect.isclass(target) and not inspect.isroutine(target) and hasattr(target, "place")
+
+
+def _is_module_path(text: str) -> bool:
+    """Whether ``text`` is a dotted module path (``pkg.module``; Python names, non-ASCII letters too)."""
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def _function_agent(target: Any, where: str, attr: str) -> Any:
+    """``target`` if it is a function agent: callable with ``(problem, budget, seed)`` and its first
+    parameter named as the protocol names what it passes (:data:`AGENT_FIRST_PARAMETERS`), so that a
+    library function that happens to take three arguments (``os.path:join``, ``subprocess:call``,
+    ``builtins:print``) is not run as an agent.
+
+    Raises:
+        ConfigError: Naming the function and what an agent function looks like.
+    """
+    try:
+        signature = inspect.signature(target)
+        signature.bind(*([None] * _FUNCTION_POSITIONAL))
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"method {where} is a function that cannot be called as {attr}(problem, budget, seed)"
+        ) from None
+    first = next(iter(signature.parameters.values()))
+    if first.name not in AGENT_FIRST_PARAMETERS or first.kind is inspect.Parameter.VAR_POSITIONAL:
+        raise ConfigError(
+            f"method {where} is not an agent: an agent function's first parameter is named "
+            f"{' or '.join(AGENT_FIRST_PARAMETERS)} ({attr}(problem, budget, seed) or {attr}(env, budget, seed)), "
+            f"this one's is {first.name!r}"
+        )
+    return target
 
 
 def _env_agent_target(target: Any) -> Any:
@@ -274,6 +326,8 @@ def parameters(target: Any) -> tuple[dict[str, Any], bool]:
     """The keyword parameters a target accepts, as ``{name: type hint}`` in signature order, and whether it
     accepts any other keyword too (a ``**kwargs`` that goes nowhere known)."""
     hints: dict[str, Any] = {}
+    if _is_instance_agent(target):  # an instance is used as it is: no arguments
+        return hints, False
     if not inspect.isclass(target):
         params = list(inspect.signature(target).parameters.values())[_FUNCTION_POSITIONAL:]
         open_kwargs = _collect(target, params, hints)
@@ -323,6 +377,7 @@ def argument_ranges(target: Any) -> dict[str, Range]:
 
 def check_arguments(name: str, target: Any, values: dict[str, Any], from_text: bool) -> dict[str, Any]:
     """Check ``values`` against the target's parameters; returns them converted, in signature order."""
+    _refuse_reserved(name, values)
     hints, open_kwargs = parameters(target)
     ranges = argument_ranges(target)
     for key in values:
@@ -338,7 +393,68 @@ def check_arguments(name: str, target: Any, values: dict[str, Any], from_text: b
         bound = ranges.get(key) or _annotated_range(hints.get(key, Any))
         _check_numbers(value, bound, what)
         out[key] = value
+    return _without_defaults(target, out)
+
+
+def _refuse_reserved(name: str, values: dict[str, Any]) -> None:
+    """Refuse an argument the benchmark passes itself (:data:`RESERVED_ARGUMENTS`): a spec's
+    ``budget=`` would give the agent another budget than the one its row records.
+
+    Raises:
+        ConfigError: Naming the key and who gives it.
+    """
+    for key in values:
+        if key in RESERVED_ARGUMENTS:
+            raise ConfigError(f"method {name}: {key}= cannot be given in a method spec: {RESERVED_ARGUMENTS[key]}")
+
+
+def defaults(target: Any) -> dict[str, Any]:
+    """The default values of the keyword parameters of a target (a class's constructors along its MRO,
+    as :func:`parameters` walks them; a function's parameters after the positional three)."""
+    out: dict[str, Any] = {}
+    if not inspect.isclass(target):
+        try:
+            params = list(inspect.signature(target).parameters.values())[_FUNCTION_POSITIONAL:]
+        except (TypeError, ValueError):
+            return out
+        return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    for klass in target.__mro__:
+        init = klass.__dict__.get("__init__")
+        if klass is object:
+            break
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        for p in params:
+            if p.default is not inspect.Parameter.empty:
+                out.setdefault(p.name, p.default)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return out
+    algorithm = getattr(target, "algorithm", None)  # a Stable-Baselines3 algorithm run as it is
+    forwarded = getattr(target, "forwarded_parameters", None)
+    if inspect.isclass(algorithm) and callable(forwarded):  # its **kwargs reach the algorithm unchanged
+        names = set(forwarded())
+        for p in inspect.signature(algorithm.__init__).parameters.values():
+            if p.name in names and p.default is not inspect.Parameter.empty:
+                out.setdefault(p.name, p.default)
     return out
+
+
+def _without_defaults(target: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` without the arguments that equal their default as a spec writes them
+    (``random_search:batch_size=32`` is ``random_search``): one method, one spec text, one row label."""
+    known = defaults(target)
+    return {
+        k: v for k, v in kwargs.items()
+        if k not in known or _rendered(known[k]) is None or _rendered(known[k]) != render_value(v)
+    }  # fmt: skip
+
+
+def _rendered(default: Any) -> str | None:
+    """How a default value is written in a spec, or ``None`` for a value a spec cannot write."""
+    if default is None or isinstance(default, (bool, int, float, str, list, tuple, dict)):
+        return render_value(default)
+    return None
 
 
 def _annotated_range(hint: Any) -> Range | None:

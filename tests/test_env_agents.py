@@ -162,8 +162,8 @@ def test_sb3_specs_are_checked_and_normalised():
     assert agent.policy is GNNActorCriticPolicy and agent.policy_kwargs == {"gnn": "sage"}
     assert parse_spec("sb3_contrib:MaskablePPO:observation=device").build().observation == "device"
     for bad, error, match in [
-        ("stable_baselines3:PPO:env=x", UnknownNameError, "env"),
-        ("stable_baselines3:PPO:seed=3", UnknownNameError, "seed"),
+        ("stable_baselines3:PPO:env=x", ConfigError, "env= cannot be given"),
+        ("stable_baselines3:PPO:seed=3", ConfigError, "seed= cannot be given"),
         ("stable_baselines3:PPO:n_step=16", UnknownNameError, "n_steps"),
         ("stable_baselines3:PPO:n_steps=-1", ConfigError, "n_steps"),
         ("stable_baselines3:PPO:mdp=pixels", UnknownNameError, "mdp"),

@@ -116,8 +116,8 @@ def test_outside_agents_class_function_and_what_is_neither(tmp_path, monkeypatch
     assert spec.text == "my_agents:Greedy:width=3,scale=2"
     agent = spec.build()
     assert (agent.width, agent.scale) == (3, 2.0)
-    function = parse_spec("my_agents:all_host:offset=0")
-    assert function.is_function and function.build().keywords == {"offset": 0}
+    function = parse_spec("my_agents:all_host:offset=1")
+    assert function.is_function and function.build().keywords == {"offset": 1}
     with pytest.raises(UnknownNameError, match="Did you mean 'width'"):
         parse_spec("my_agents:Greedy:widht=3")
     with pytest.raises(ConfigError, match="scale must be a finite number"):
@@ -154,3 +154,84 @@ def test_helpers() -> None:
     assert render_value(30.0) == "30" and render_value(0.25) == "0.25" and render_value(None) == "null"
     assert spec_label("single_device:device=cpu") == "cpu_only"
     assert spec_label("some.module:Agent") == "some.module:Agent"  # textual: not imported
+
+
+# ---------------------------------------------------------------------- one spec check: reserved keys, non-agents, defaults
+@pytest.mark.parametrize(
+    "spec, key",
+    [("heft:budget=3", "budget"), ("random_search:budget=10", "budget"), ("random_search:seed=3", "seed"),
+     ("milp:problem=1", "problem"), ("stable_baselines3:PPO:env=x", "env"), ("heft:envs=2", "envs")],
+)  # fmt: skip
+def test_a_spec_cannot_give_what_the_benchmark_passes(spec, key):
+    with pytest.raises(ConfigError, match=rf"{key}= cannot be given in a method spec"):
+        parse_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["os.path:join", "subprocess:call", "builtins:print", "os:makedirs"])
+def test_library_functions_are_not_agents(spec):
+    """A function that merely takes three arguments is not run: an agent's first parameter names what the
+    protocol passes (problem, view, env or envs)."""
+    with pytest.raises(ConfigError, match="is not an agent"):
+        parse_spec(spec)
+
+
+def test_agent_functions_classes_instances_and_sb3_algorithms_are_agents(tmp_path, monkeypatch):
+    (tmp_path / "agents_ok.py").write_text(
+        textwrap.dedent(
+            """
+            def on_problem(problem, budget, seed):
+                return None
+
+            def on_view(view, budget, seed):
+                return None
+
+            def train(env, budget, seed):
+                return None
+
+            def vector(envs, budget, seed, num_envs: int = 2):
+                return None
+
+            class Agent:
+                def place(self, problem, budget=None, seed=0):
+                    return None
+
+            agent = Agent()
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "agents_ok", raising=False)
+    for name in ("on_problem", "on_view", "train", "vector", "Agent"):
+        assert parse_spec(f"agents_ok:{name}").text == f"agents_ok:{name}"
+    instance = parse_spec("agents_ok:agent")
+    assert instance.build() is instance.target and hasattr(instance.build(), "place")
+    assert parse_spec("agents_ok:vector:num_envs=2").text == "agents_ok:vector"  # the default
+    assert parse_spec("stable_baselines3:PPO").text == "stable_baselines3:PPO"
+
+
+@pytest.mark.parametrize(
+    "spec, same",
+    [("random_search:batch_size=32", "random_search"), ("milp:time_limit=60.0", "milp"),
+     ("milp:time_limit=60,warm_start=true", "milp"), ("stable_baselines3:PPO:n_steps=2048", "stable_baselines3:PPO"),
+     ("heft:insertion=true", "heft")],
+)  # fmt: skip
+def test_a_default_written_out_is_the_same_method(spec, same):
+    assert parse_spec(spec) == parse_spec(same) and parse_spec(spec).text == same
+
+
+def test_a_default_written_out_is_a_repeat_on_the_command_line(capsys):
+    from experiments.cli import main
+
+    assert main(["bench", "--methods", "random_search", "random_search:batch_size=32"]) == 2
+    assert "random_search is given twice" in capsys.readouterr().err
+
+
+def test_a_non_ascii_attribute_is_looked_up_in_its_module(tmp_path, monkeypatch):
+    """``mod:ret_nonë`` names an attribute of ``mod`` (Python names may be non-ASCII), not a method 'mod'."""
+    (tmp_path / "mod_x.py").write_text("def ret_none(problem, budget, seed):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mod_x", raising=False)
+    with pytest.raises(UnknownNameError, match="attribute of module mod_x 'ret_nonë'.*Did you mean 'ret_none'"):
+        parse_spec("mod_x:ret_nonë")
+    with pytest.raises(ConfigError, match="'ret-none' is not a Python name"):
+        parse_spec("mod_x:ret-none")
