@@ -30,6 +30,8 @@ from experiments.runs import ResultRow, ResultStore, speedup_text
 from placement_gym import protocol
 from placement_gym.benchmark import (  # noqa: F401 (cpu_device, speedup, speedup_reference: re-exported)
     cpu_device,
+    failure_text,
+    is_agent_failure,
     make_row,
     run_agent,
     speedup,
@@ -37,7 +39,7 @@ from placement_gym.benchmark import (  # noqa: F401 (cpu_device, speedup, speedu
 )
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.envs import DevicePlacementEnv
-from placement_gym.errors import ConfigError
+from placement_gym.errors import AgentFailedError, ConfigError
 from placement_gym.platforms import load_platform
 from placement_gym.results import cell_key
 from placement_gym.zoo import MODELS
@@ -74,7 +76,11 @@ def run_cell(
     tier: str | None = None,
 ) -> ResultRow:
     """Run one agent (a registered method or your own, see :mod:`agents.specs`) on a fresh env and
-    return its row (``input_shapes``: for a dynamic-shape model file)."""
+    return its row (``input_shapes``: for a dynamic-shape model file).
+
+    Raises:
+        AgentFailedError: If the agent raised or called ``sys.exit`` (one line naming the cell and why).
+    """
     spec = spec if isinstance(spec, MethodSpec) else parse_spec(spec)
     agent = spec.build()
     source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
@@ -82,7 +88,12 @@ def run_cell(
         source, platform, backend, coarsening=coarsening, k=k, backend_kwargs=backend_kwargs
     )
     try:
-        outcome = run_agent(agent, env, budget, seed, listeners)
+        try:
+            outcome = run_agent(agent, env, budget, seed, listeners)
+        except (Exception, SystemExit) as exc:
+            if not is_agent_failure(exc):
+                raise
+            raise AgentFailedError(f"{model} {spec_label(spec.text)} seed {seed}: {failure_text(exc)}") from exc
         return make_row(env.problem, model, backend, spec.text, seed, budget, outcome, protocol_version, tier)
     finally:
         env.close()
@@ -119,12 +130,17 @@ def run_grid(
     input_shapes: dict[str, list[int]] | None = None,
     protocol_version: str | None = None,
     tier: str | None = None,
+    failures: list[str] | None = None,
 ) -> list[ResultRow]:
     """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows.
 
     Repeated models, methods (after normalisation: ``milp:time_limit=30`` and ``milp:time_limit=30.0`` are
     one) or seeds run once. Each cell is claimed in the store before it runs, so a second ``bench`` on the
     same ``out`` runs the other cells (and takes over the cells of a writer that died); a cell is stored once.
+
+    A cell whose agent raises or calls ``sys.exit`` stores no row (it runs again on a resume) and is
+    reported with one ``FAILED`` line; the other cells run. Its line is appended to ``failures`` if given,
+    else :class:`AgentFailedError` is raised once every cell ran.
     """
     specs = unique_specs(methods)  # a bad method fails now, not after the cells before it have run
     for spec in specs:
@@ -138,6 +154,7 @@ def run_grid(
     done = store.keys()
     todo = [cell for cell in cells if cell[0] not in done]
     bar = _progress(len(todo), progress)
+    failed: list[str] = []
     try:
         for key, model, spec, seed in todo:
             if not store.claim(key):  # stored or being run by another process meanwhile
@@ -150,6 +167,12 @@ def run_grid(
                     model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
                     input_shapes=input_shapes, protocol_version=protocol_version, tier=tier,
                 )  # fmt: skip
+            except AgentFailedError as exc:  # this cell fails, the others go on
+                store.release(key)
+                failed.append(str(exc))
+                bar.update(1)
+                bar.write(f"FAILED {exc}")
+                continue
             except BaseException:
                 store.release(key)
                 raise
@@ -164,7 +187,20 @@ def run_grid(
     elsewhere = store.claimed_elsewhere([cell[0] for cell in cells])
     if elsewhere:
         print(f"note: {len(elsewhere)} cell(s) are being run by another process on {out}; rerun to include them")
+    if failures is not None:
+        failures.extend(failed)
+    else:
+        raise_failures(failed)
     return store.rows()
+
+
+def raise_failures(failed: list[str]) -> None:
+    """Raise one :class:`AgentFailedError` naming the failed cells (none: nothing)."""
+    if failed:
+        raise AgentFailedError(
+            f"{len(failed)} cell(s) failed, the others ran (their rows are stored; a rerun with the same "
+            f"--out runs the failed ones again): {'; '.join(failed)}"
+        )
 
 
 def unique_specs(methods: list[str | MethodSpec]) -> list[MethodSpec]:
@@ -208,10 +244,12 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.k,
         progress=not args.no_progress,
         input_shapes=arguments.input_shapes(args.input_shapes),
+        failures=(failed := []),
     )
-    table = write_report(rows, out)
-    print(table)
-    print(f"\nresults: {out / 'results.jsonl'}; report: {out / 'report.md'}; plots: {out}/*.png")
+    if rows:
+        print(write_report(rows, out))
+        print(f"\nresults: {out / 'results.jsonl'}; report: {out / 'report.md'}; plots: {out}/*.png")
+    raise_failures(failed)
 
 
 def run_tier(args: argparse.Namespace) -> list[ResultRow]:
@@ -233,10 +271,11 @@ def run_tier(args: argparse.Namespace) -> list[ResultRow]:
     by_platform: dict[str, list[str]] = {}
     for task in tasks:
         by_platform.setdefault(task.platform, []).append(task.model)
+    failed: list[str] = []
     for platform, models in by_platform.items():
         run_grid(
             out, models, args.methods, seeds, budget, platform, protocol.BACKEND, protocol.COARSENING,
-            progress=not args.no_progress, protocol_version=protocol.VERSION, tier=args.tier,
+            progress=not args.no_progress, protocol_version=protocol.VERSION, tier=args.tier, failures=failed,
         )  # fmt: skip
     wanted = {(t.model, t.platform) for t in tasks}
     specs = set(args.methods)
@@ -245,8 +284,10 @@ def run_tier(args: argparse.Namespace) -> list[ResultRow]:
         if r.protocol == protocol.VERSION and r.tier == args.tier and (r.model, r.platform) in wanted
         and r.method in specs
     ]  # fmt: skip
-    print(write_aggregate(rows, out, args.tier))
-    print(f"\nresults: {out / 'results.jsonl'}; aggregates: {out / 'aggregate.md'}; plots: {out}/*.png")
+    if rows:
+        print(write_aggregate(rows, out, args.tier))
+        print(f"\nresults: {out / 'results.jsonl'}; aggregates: {out / 'aggregate.md'}; plots: {out}/*.png")
+    raise_failures(failed)
     return rows
 
 

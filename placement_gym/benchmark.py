@@ -347,7 +347,7 @@ def evaluate(
                         run_with = spec.build() if spec is not None else agent
                         outcome = run_agent(run_with, problem, int(budget), seed)
                     except (Exception, SystemExit) as exc:  # the agent's failure: this cell fails, others go on
-                        if isinstance(exc, ConfigError) and not isinstance(exc, ProtocolAccessError):
+                        if not is_agent_failure(exc):
                             raise  # a bad agent or spec fails every cell alike
                         failures.append((f"{task.name} seed {seed}", exc))
                         if store is not None:
@@ -396,6 +396,20 @@ def _parse_spec(text: str) -> Any:
     import importlib
 
     return importlib.import_module("agents.specs").parse_spec(text)
+
+
+def is_agent_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while an agent ran, fails only its cell (the agent raised, called
+    ``sys.exit``, or read what its run does not let it read) rather than every cell alike (a bad agent
+    or spec: a :class:`ConfigError`). An interrupt (``KeyboardInterrupt``) is neither: it stops the run."""
+    if isinstance(exc, ConfigError) and not isinstance(exc, ProtocolAccessError):
+        return False
+    return isinstance(exc, (Exception, SystemExit))
+
+
+def failure_text(exc: BaseException) -> str:
+    """One line for an agent's failure (``it called sys.exit(0)``, ``RuntimeError: boom``)."""
+    return _failure(exc)
 
 
 def _failure(exc: BaseException) -> str:
