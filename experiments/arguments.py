@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -96,12 +98,112 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+# ---------------------------------------------------------------------- file arguments
+# Every file or folder a command line names goes through one of these types, so a path that cannot be
+# used is refused while the arguments are parsed, with one line naming it (a name too long for the file
+# system, a file where a folder belongs or the reverse, a folder that cannot be written); an OSError on a
+# named file later on (a race, a full disk) is turned into one line by run_command.
+
+def _usable_name(path: Path, text: str) -> None:
+    """Refuse a path with a component longer than the file system allows (or a NUL byte)."""
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} has a NUL byte; give a file name")
+    anchor = _existing_ancestor(path)
+    try:
+        name_max = os.pathconf(anchor, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise argparse.ArgumentTypeError(
+                f"{quote_path(text)}: the name {quote_path(part)} has {len(os.fsencode(part))} bytes; the file "
+                f"system allows at most {name_max}"
+            )
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest part of ``path`` (itself included) that exists."""
+    here = path if path.is_absolute() else Path.cwd() / path
+    while True:
+        try:
+            if here.exists() or here == here.parent:
+                return here
+        except OSError:
+            pass
+        here = here.parent
+
+
+def _writable_place(path: Path, text: str) -> None:
+    """Refuse ``path`` (to be made or written) if its nearest existing ancestor is a file or cannot be written."""
+    anchor = _existing_ancestor(path)
+    target = path if path.is_absolute() else Path.cwd() / path
+    if anchor != target and not anchor.is_dir():
+        raise argparse.ArgumentTypeError(f"{quote_path(text)}: {quote_path(str(anchor))} is a file, not a folder")
+    if not os.access(anchor, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{quote_path(text)}: {quote_path(str(anchor))} cannot be written (read-only or not yours)"
+        )
+
+
+def quote_path(text: str) -> str:
+    """A path as messages show it: at most 120 characters (a 300-character name is shortened)."""
+    return text if len(text) <= 120 else f"{text[:58]}...{text[-58:]}"
+
+
 def out_folder(text: str) -> Path:
-    """An output folder: a path that is a folder or does not exist yet."""
+    """An output folder: a folder, or a path that can be made one; refused if a file, too long or not writable."""
     path = Path(text)
+    _usable_name(path, text)
     if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder (it is made if missing)")
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} is a file; give a folder (it is made if missing)")
+    _writable_place(path, text)
     return path
+
+
+def out_file(text: str) -> Path:
+    """An output file: a path that is a file or can be made one; refused if a folder, too long or not writable."""
+    path = Path(text)
+    _usable_name(path, text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} is a folder; give the path of a file")
+    _writable_place(path, text)
+    return path
+
+
+def in_file(text: str) -> Path:
+    """An existing, readable regular file (not a folder)."""
+    path = in_path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} is a folder; give a file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} is not a regular file")
+    return path
+
+
+def in_path(text: str) -> Path:
+    """An existing, readable file or folder."""
+    path = Path(text)
+    _usable_name(path, text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} does not exist")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{quote_path(text)} cannot be read (permissions)")
+    return path
+
+
+#: errno values of an OSError on a named file that are a problem of the file, not a bug.
+_FILE_ERRNOS = {
+    errno.ENOENT, errno.EEXIST, errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
+    errno.ENAMETOOLONG, errno.ENOSPC, errno.EDQUOT, errno.ELOOP, errno.ENOTEMPTY,
+}  # fmt: skip
+
+
+def file_error(exc: BaseException) -> str | None:
+    """The one line of an OSError on a named file (``cannot use PATH: Permission denied``), else ``None``."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.errno in _FILE_ERRNOS:
+        names = " -> ".join(quote_path(os.fsdecode(n)) for n in (exc.filename, exc.filename2) if n is not None)
+        return f"cannot use {names}: {exc.strerror or exc}"
+    return None
 
 
 def method(text: str) -> str:
@@ -243,6 +345,9 @@ def run_command(fn: Callable[[Sequence[str] | None], None], argv: Sequence[str] 
     except SystemExit as exc:  # argparse: --help (0) or an error already printed (2)
         return exc.code if isinstance(exc.code, int) else USER_ERROR
     except Exception as exc:
+        if not debug and file_error(exc) is not None:
+            one_line(f"{file_error(exc)} (--debug shows the traceback)")
+            return USER_ERROR
         if debug or not is_user_error(exc):
             raise
         message = str(exc) or type(exc).__name__

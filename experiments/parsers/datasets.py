@@ -6,9 +6,8 @@ The arguments of ``placement-gym datasets`` and how a task is written.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from experiments.arguments import checked
+from experiments.arguments import checked, out_folder
 from placement_gym.errors import ConfigError
 
 SUMMARY = __doc__.splitlines()[0]
@@ -36,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="MDPs (default: all)")
     parser.add_argument(
-        "--path", type=Path, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)"
+        "--path", type=out_folder, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)"
     )
     parser.add_argument("--path-points", type=int, default=8, help="episodes per improvement path (oneshot)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild datasets that exist")

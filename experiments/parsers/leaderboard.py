@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.arguments import out_file, out_folder
+
 SUMMARY = __doc__.splitlines()[0]
 
 #: Where the stored rows live, one folder per tier, one file per method.
@@ -26,6 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tasks", nargs="+", default=None, help="protocol tasks or splits (default: train)")
     parser.add_argument(
-        "--results", type=Path, default=RESULTS, help="rows folder (default: results/leaderboard)"
+        "--results", type=out_folder, default=RESULTS, help="rows folder (default: results/leaderboard)"
     )
-    parser.add_argument("--out", type=Path, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")
+    parser.add_argument("--out", type=out_file, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")

@@ -6,7 +6,6 @@ The arguments of ``placement-gym place``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from experiments import arguments
 from experiments.arguments import add_input_shape_argument
@@ -18,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``place``'s arguments to ``parser``."""
     parser.add_argument(
         "--policy",
-        type=Path,
+        type=arguments.in_path,
         default=None,
         help="a saved policy folder (SB3Method.save, or a pretrained_ppo policy); default: the shipped "
         "pretrained policy (zero-shot on any model and platform)",
@@ -45,5 +44,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=arguments.seed, default=0, help="seed of the deterministic episode and fine-tuning"
     )
-    parser.add_argument("--out", type=Path, default=None, help="write the record as JSON here")
+    parser.add_argument("--out", type=arguments.out_file, default=None, help="write the record as JSON here")
     add_input_shape_argument(parser)

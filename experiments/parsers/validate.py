@@ -6,14 +6,15 @@ The arguments of ``placement-gym validate``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from experiments.arguments import in_file
 
 SUMMARY = __doc__.splitlines()[0]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``validate``'s arguments to ``parser``."""
-    parser.add_argument("rows", nargs="+", type=Path, help="results files (JSON lines)")
+    parser.add_argument("rows", nargs="+", type=in_file, help="results files (JSON lines)")
     parser.add_argument("--quiet", action="store_true", help="print only the rejected rows")
     parser.add_argument(
         "--rerun", type=int, default=0, metavar="N",

@@ -79,7 +79,7 @@ def test_cli_exit_status_and_messages(row, tmp_path, capsys):
     assert "a second row of its cell" in captured.out  # the good row again, in the second file
     assert "3 of 4 rows rejected" in captured.err
     assert cli.main(["validate", str(tmp_path / "missing.jsonl")]) != 0
-    assert "no such results file" in capsys.readouterr().err
+    assert "missing.jsonl does not exist" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- provenance

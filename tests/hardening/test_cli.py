@@ -25,7 +25,7 @@ def _train(tmp_path: Path, *extra: str, agent: str = "heft", env_kwargs: dict = 
     ("argv", "message"),
     [
         (["train", "--agent", "heft", "--env", "DevicePlacementSim-bret-v0"], "DevicePlacementSim-bert"),
-        (["show", "missing.json"], "cannot read missing.json"),
+        (["show", "missing.json"], "missing.json does not exist"),
         (["graphs", "--models", "bret"], "unknown model 'bret'"),
         (
             ["bench", "--models", "tiny_cnn", "--methods", "hef", "--platform", "cpu-dgpu"],

@@ -67,7 +67,7 @@ def _one_line_error(capsys) -> str:
         ([*TRAIN, "--env-kwargs", '{"infeasible_reward": 1e999}'], "must be finite JSON numbers, got 1e999"),
         (["graphs", "--k", "0"], "--k: must be >= 1"),
         ([*BENCH, "--input-shape", "x=1,3", "--input-shape", "x=1,4"], "gives input 'x' twice"),
-        (["show", "x.json", "--row", "-1"], "--row: must be >= 0"),
+        (["show", "--row", "-1", "x.json"], "--row: must be >= 0"),
         (["bogus"], "invalid choice: 'bogus'"),
         (["bench", "--unknown-flag"], "unrecognized arguments: --unknown-flag"),
     ],
