@@ -67,7 +67,8 @@ BAD = [
     (["train", "--agent", "heft", "--env", "x", "--env-kwargs", "[1]"], "must be a JSON object"),
     (["place", "--model", "bert"], "required: --platform"),
     (["datasets", "--tasks", "bert"], "model/platform"),
-    (["validate", "--no-such-option", "rows.jsonl"], "unrecognized arguments"),
+    (["validate", "--no-such-option", "rows.jsonl"], "rows.jsonl does not exist"),
+    (["validate", "--no-such-option"], "required: rows"),
     (["leaderboard", "--results"], "expected one argument"),
     (["no-such-command"], "invalid choice"),
 ]
