@@ -11,6 +11,7 @@ Subcommands:
     datasets   Minari datasets of solved placements (optimum, HEFT, improvement paths) per task
     validate   replay result rows on their tasks; reject rows that do not reproduce
     leaderboard  run the protocol's cells resumably and write docs/LEADERBOARD.md from the stored rows
+    transfer   the transfer track: pretrain on the train tasks, then evaluate on the held-out families
 
 A mistake in the input (an unknown name, a bad file, an invalid argument) prints one line naming it and
 exits with status 2; ``--debug`` shows the traceback instead.
@@ -24,7 +25,7 @@ import logging
 import sys
 
 from experiments.arguments import OneLineParser, UniqueList, positive_int, run_command
-from experiments.parsers import bench, calibrate, datasets, leaderboard, place, show, train, validate
+from experiments.parsers import bench, calibrate, datasets, leaderboard, place, show, train, transfer, validate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("datasets", datasets),
         ("validate", validate),
         ("leaderboard", leaderboard),
+        ("transfer", transfer),
     ):
         summary = module.SUMMARY
         module.add_arguments(sub.add_parser(name, help=summary, description=summary, parents=[common]))

@@ -388,6 +388,11 @@ def run_from_args(args: argparse.Namespace) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(rows, rejected))
     print(f"wrote {args.out}")
+    from experiments import transfer_board  # the transfer track's page, from results/leaderboard/transfer
+
+    page = args.out.with_name(transfer_board.PAGE.name)
+    page.write_text(transfer_board.render_transfer(transfer_board.transfer_rows(args.results / "transfer")))
+    print(f"wrote {page}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,8 +9,8 @@ Every row of the given files is rejected, with one line naming the file, line an
   or a latency below that bound; or, among the rows given, a repeated cell or a seed set that differs
   between a method's tasks or does not start at seed 0;
 * its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
-* its task is not a protocol task (for rows run under a protocol), or its model, platform or coarsening
-  cannot be built;
+* its task is not a task of the protocol it was run under (v1's train and held-out tasks; transfer-v1's
+  held-out tasks), or its model, platform or coarsening cannot be built;
 * its graph version is not the model's current one, or its group count is not the graph's, or the task's
   content hash it records (``task_sha256``: graph and every platform figure) is not the task's;
 * its placement is malformed (wrong length, a device index out of range);
@@ -162,7 +162,8 @@ class Replayer:
 
 def _static_problems(row: ResultRow) -> list[str]:
     """What is wrong with a row before replaying it."""
-    from placement_gym.protocol import BACKEND, COARSENING, HELD_OUT_TASKS, TRAIN_TASKS
+    from placement_gym.protocol import BACKEND, COARSENING
+    from placement_gym.transfer import protocol_tasks
 
     problems = []
     if row.backend != BACKEND:
@@ -170,7 +171,7 @@ def _static_problems(row: ResultRow) -> list[str]:
             f"backend {row.backend!r} cannot be replayed (only {BACKEND!r} rows are deterministic)"
         )
     if row.protocol is not None:
-        tasks = {(t.model, t.platform) for t in TRAIN_TASKS + HELD_OUT_TASKS}
+        tasks = {(t.model, t.platform) for t in protocol_tasks(row.protocol)}
         if (row.model, row.platform) not in tasks or row.coarsening != COARSENING:
             problems.append(
                 f"task {row.model}/{row.platform} ({row.coarsening}) is not a task of protocol {row.protocol}"

@@ -40,7 +40,7 @@ _ENTRY = "placement_gym.envs.device_placement:DevicePlacementEnv"
 _IMPROVE_ENTRY = "placement_gym.envs.improve:DevicePlacementImproveEnv"
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")  # kept equal to zoo.BENCHMARK_MODELS by a test
 #: Model families kept out of training for zero-shot transfer (kept equal to zoo.HELD_OUT_MODELS by a test).
-HELD_OUT_MODELS = ("vit_b16", "convnext_t")
+HELD_OUT_MODELS = ("vit_b16", "convnext_t", "swin_t", "mobilevit_s", "whisper_tiny")
 SIM_PLATFORM = "cpu-dgpu"
 #: Platform of each version of ``DevicePlacementSim-<model>-v<N>``.
 SIM_PLATFORM_VERSIONS = {0: "cpu-dgpu-v0", 1: SIM_PLATFORM}

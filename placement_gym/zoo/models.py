@@ -158,6 +158,61 @@ def _gpt2(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     return build
 
 
+_SWIN_T = dict(
+    image_size=224, patch_size=4, embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], window_size=7,
+    num_labels=1000,
+)  # fmt: skip
+_MOBILEVIT_S = dict(
+    image_size=256, hidden_sizes=[144, 192, 240], neck_hidden_sizes=[16, 32, 64, 96, 128, 160, 640],
+    num_labels=1000,
+)  # fmt: skip
+
+
+def _swin(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import SwinConfig, SwinForImageClassification
+
+        return _ImageInput(SwinForImageClassification(SwinConfig(**cfg, attn_implementation="eager")))
+
+    return build
+
+
+def _mobilevit(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import MobileViTConfig, MobileViTForImageClassification
+
+        return _ImageInput(MobileViTForImageClassification(MobileViTConfig(**cfg, attn_implementation="eager")))
+
+    return build
+
+
+class _AudioEncoder(nn.Module):
+    """A transformers audio encoder traced as input_features (log-mel frames) -> hidden states."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
+        return self.model(input_features).last_hidden_state
+
+
+_WHISPER_TINY = dict(
+    d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536, num_mel_bins=80,
+    max_source_positions=1500,
+)  # fmt: skip
+
+
+def _whisper_encoder(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import WhisperConfig
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+        return _AudioEncoder(WhisperEncoder(WhisperConfig(**cfg, attn_implementation="eager")))
+
+    return build
+
+
 def _mobilenet_v2() -> nn.Module:
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
@@ -240,6 +295,31 @@ MODELS: dict[str, ModelSpec] = {
             {**_CONVNEXT_T, "input": [1, 3, 224, 224]},
         ),
         ModelSpec(
+            "swin_t",
+            1,
+            "Swin-T (transformers SwinForImageClassification), 224x224, windows of 7, batch 1 (held out)",
+            _seeded(_swin(_SWIN_T)),
+            _image(224),
+            {**_SWIN_T, "input": [1, 3, 224, 224], "attn": "eager"},
+        ),
+        ModelSpec(
+            "mobilevit_s",
+            1,
+            "MobileViT-S (transformers MobileViTForImageClassification), 256x256, batch 1 (held out)",
+            _seeded(_mobilevit(_MOBILEVIT_S)),
+            _image(256),
+            {**_MOBILEVIT_S, "input": [1, 3, 256, 256], "attn": "eager"},
+        ),
+        ModelSpec(
+            "whisper_tiny",
+            1,
+            "Whisper-tiny audio encoder (transformers WhisperEncoder), 80 mel bins x 3000 frames, batch 1 "
+            "(held out)",
+            _seeded(_whisper_encoder(_WHISPER_TINY)),
+            lambda: {"input_features": torch.zeros(1, 80, 3000)},
+            {**_WHISPER_TINY, "input": [1, 80, 3000], "attn": "eager"},
+        ),
+        ModelSpec(
             "mobilenet_v2",
             1,
             "MobileNet-V2 (transformers), 224x224, batch 1 (pretraining only)",
@@ -301,7 +381,7 @@ MODELS: dict[str, ModelSpec] = {
 #: The models the paper-style benchmarks use.
 BENCHMARK_MODELS = ("inception_v3", "resnet50", "bert")
 #: Model families kept out of training, for zero-shot transfer tests (issue #11): never train on them.
-HELD_OUT_MODELS = ("vit_b16", "convnext_t")
+HELD_OUT_MODELS = ("vit_b16", "convnext_t", "swin_t", "mobilevit_s", "whisper_tiny")
 #: Further families for pretraining learned methods only: never in a benchmark table or the suite.
 PRETRAIN_MODELS = ("mobilenet_v2", "efficientnet_b0", "gpt2")
 

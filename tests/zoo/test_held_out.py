@@ -1,4 +1,5 @@
-"""The held-out model families (ViT, ConvNeXt): recipes, graphs and registered suite IDs."""
+"""The held-out model families (ViT, ConvNeXt, Swin, MobileViT, Whisper): recipes, graphs and registered suite
+IDs."""
 
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from placement_gym.benchmarks import load_benchmark
 from placement_gym.zoo import BENCHMARK_MODELS, HELD_OUT_MODELS, MODELS
 
 #: Published parameter counts with a 1000-class head: ViT-B/16 (Dosovitskiy et al., ICLR 2021) as
-#: transformers builds it, ConvNeXt-T (Liu et al., CVPR 2022) as torchvision's ``convnext_tiny``.
-PARAMETERS = {"vit_b16": 86_567_656, "convnext_t": 28_589_128}
+#: transformers builds it, ConvNeXt-T (Liu et al., CVPR 2022) as torchvision's ``convnext_tiny``, Swin-T (Liu
+#: et al., ICCV 2021; 28.3M) and MobileViT-S (Mehta and Rastegari, ICLR 2022; 5.6M) as transformers builds
+#: them, and Whisper-tiny's audio encoder (Radford et al., 2022; 8.2M of the model's 39M).
+PARAMETERS = {
+    "vit_b16": 86_567_656, "convnext_t": 28_589_128, "swin_t": 28_288_354, "mobilevit_s": 5_578_632,
+    "whisper_tiny": 8_208_384,
+}  # fmt: skip
+#: Fused group counts of the held-out graphs.
+GROUPS = {"vit_b16": 186, "convnext_t": 127, "swin_t": 404, "mobilevit_s": 217, "whisper_tiny": 64}
 
 
 def test_held_out_models_are_zoo_models_kept_apart_from_the_benchmark_ones() -> None:
-    assert placement_gym.HELD_OUT_MODELS == HELD_OUT_MODELS == ("vit_b16", "convnext_t")
+    assert placement_gym.HELD_OUT_MODELS == HELD_OUT_MODELS
+    assert HELD_OUT_MODELS == ("vit_b16", "convnext_t", "swin_t", "mobilevit_s", "whisper_tiny")
     assert not set(HELD_OUT_MODELS) & set(BENCHMARK_MODELS)
     for model in HELD_OUT_MODELS:
         assert MODELS[model].version == 1 and "held out" in MODELS[model].description
@@ -71,5 +80,4 @@ def test_full_size_held_out_models(model: str) -> None:
     module = MODELS[model].build()
     assert sum(p.numel() for p in module.parameters()) == PARAMETERS[model]
     bench = load_benchmark(model)
-    groups = {"vit_b16": 186, "convnext_t": 127}[model]
-    assert bench.coarsen("fused").num_groups == groups
+    assert bench.coarsen("fused").num_groups == GROUPS[model]
