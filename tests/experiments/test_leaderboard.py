@@ -18,7 +18,7 @@ STORED = sorted((ROOT / RESULTS).glob("*/*.jsonl"))
 def test_the_leaderboard_has_stored_rows_small_enough_for_git():
     assert STORED, f"no stored rows under {RESULTS}"
     sizes = [p.stat().st_size for p in STORED]
-    assert max(sizes) < 1_000_000 and sum(sizes) < 2_000_000
+    assert max(sizes) < 1_000_000 and sum(sizes) < 3_000_000  # the per-task tiers and the transfer track
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.name}/{p.name}")
