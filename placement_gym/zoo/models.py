@@ -72,6 +72,15 @@ def _tokens(seq_len: int) -> Callable[[], dict[str, torch.Tensor]]:
     return inputs
 
 
+def _audio(mel_bins: int, frames: int) -> Callable[[], dict[str, torch.Tensor]]:
+    def inputs() -> dict[str, torch.Tensor]:
+        import torch
+
+        return {"input_features": torch.zeros(1, mel_bins, frames)}
+
+    return inputs
+
+
 _BERT_BASE = dict(
     hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, vocab_size=30522
 )
@@ -172,7 +181,9 @@ def _swin(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import SwinConfig, SwinForImageClassification
 
-        return _ImageInput(SwinForImageClassification(SwinConfig(**cfg, attn_implementation="eager")))
+        from placement_gym.zoo.torch_modules import ImageInput
+
+        return ImageInput(SwinForImageClassification(SwinConfig(**cfg, attn_implementation="eager")))
 
     return build
 
@@ -181,20 +192,11 @@ def _mobilevit(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         from transformers import MobileViTConfig, MobileViTForImageClassification
 
-        return _ImageInput(MobileViTForImageClassification(MobileViTConfig(**cfg, attn_implementation="eager")))
+        from placement_gym.zoo.torch_modules import ImageInput
+
+        return ImageInput(MobileViTForImageClassification(MobileViTConfig(**cfg, attn_implementation="eager")))
 
     return build
-
-
-class _AudioEncoder(nn.Module):
-    """A transformers audio encoder traced as input_features (log-mel frames) -> hidden states."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
-        return self.model(input_features).last_hidden_state
 
 
 _WHISPER_TINY = dict(
@@ -208,7 +210,9 @@ def _whisper_encoder(cfg: dict[str, Any]) -> Callable[[], nn.Module]:
         from transformers import WhisperConfig
         from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
-        return _AudioEncoder(WhisperEncoder(WhisperConfig(**cfg, attn_implementation="eager")))
+        from placement_gym.zoo.torch_modules import AudioEncoder
+
+        return AudioEncoder(WhisperEncoder(WhisperConfig(**cfg, attn_implementation="eager")))
 
     return build
 
@@ -316,7 +320,7 @@ MODELS: dict[str, ModelSpec] = {
             "Whisper-tiny audio encoder (transformers WhisperEncoder), 80 mel bins x 3000 frames, batch 1 "
             "(held out)",
             _seeded(_whisper_encoder(_WHISPER_TINY)),
-            lambda: {"input_features": torch.zeros(1, 80, 3000)},
+            _audio(80, 3000),
             {**_WHISPER_TINY, "input": [1, 80, 3000], "attn": "eager"},
         ),
         ModelSpec(

@@ -44,6 +44,17 @@ class ImageInput(nn.Module):
         return out if isinstance(out, torch.Tensor) else out.logits
 
 
+class AudioEncoder(nn.Module):
+    """A transformers audio encoder traced as input_features (log-mel frames) -> hidden states."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
+        return self.model(input_features).last_hidden_state
+
+
 class TinyBranchyCNN(nn.Module):
     """A tiny CNN with two parallel branches (for tests): 3x16x16 input, 10 logits."""
 
