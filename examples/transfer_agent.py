@@ -95,7 +95,10 @@ class FeaturePolicy:
         self.weights = {int(d): np.asarray(w) for d, w in json.loads(path.read_text()).items()}
         self.mutation = mutation
 
-    def place(self, problem, budget: int, seed: int) -> np.ndarray:
+    def place(self, target, budget: int, seed: int) -> np.ndarray:
+        from placement_gym import problem_of
+
+        problem = problem_of(target)  # the protocol hands a class agent the env; problem_of finds its problem
         d = problem.num_devices
         if d not in self.weights:
             raise ValueError(f"no pretrained weights for {d} devices (have {sorted(self.weights)})")

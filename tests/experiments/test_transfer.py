@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from experiments import transfer
+from experiments.bench import run_cell
 from experiments.transfer_board import render_transfer, transfer_rows
 from experiments.validate import validate
 from placement_gym.errors import ConfigError
@@ -48,6 +49,10 @@ def test_a_users_pretrained_agent_enters_with_one_command_each(monkeypatch, tmp_
     problem = PlacementProblem.make("tiny_vit", "multi-accel", "simulated")
     placement = FeaturePolicy(policy=str(tmp_path / "policy")).place(problem, budget=20, seed=0)
     assert placement.shape == (problem.num_groups,) and problem.evaluate(placement).feasible
+    # through the protocol, which hands a class agent its env
+    spec = f"transfer_agent:FeaturePolicy:policy={tmp_path / 'policy'}"
+    row = run_cell("tiny_vit", spec, 0, 20, "cpu-igpu", "simulated", "fused")
+    assert row.evaluations <= 20 and row.latency > 0
     sys.modules.pop("transfer_agent", None)
 
 
