@@ -391,7 +391,9 @@ def run_from_args(args: argparse.Namespace) -> None:
     from experiments import transfer_board  # the transfer track's page, from results/leaderboard/transfer
 
     page = args.out.with_name(transfer_board.PAGE.name)
-    page.write_text(transfer_board.render_transfer(transfer_board.transfer_rows(args.results / "transfer")))
+    left_out: list[str] = []
+    moved = transfer_board.transfer_rows(args.results / "transfer", rejected=left_out)
+    page.write_text(transfer_board.render_transfer(moved, rejected=left_out))
     print(f"wrote {page}")
 
 

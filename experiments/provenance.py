@@ -3,8 +3,10 @@ replay (``placement-gym validate``).
 
 One row (:func:`row_problems`):
 
-* its protocol is the current one (or none: an off-protocol row has no tier either);
+* its protocol is the current one or the transfer track's (or none: an off-protocol row has no tier either);
 * a protocol row's tier is a protocol tier, its budget is that tier's, its seed one of the protocol's seeds;
+  a transfer-v1 row's tier is ``transfer``, its budget 100, and it carries a pretraining record within the
+  track's rules (:func:`placement_gym.transfer.check_pretraining`);
 * its ``track`` is the one its registered method declares;
 * the code commit it records (``extra["code"]``, written by the leaderboard runner) is a commit of this
   repository's history;
@@ -29,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from placement_gym import transfer
 from placement_gym.protocol import SEEDS, TIERS, VERSION
 from placement_gym.results import ResultRow
 
@@ -61,8 +64,10 @@ def row_problems(row: ResultRow) -> list[str]:
 def _protocol_problems(row: ResultRow) -> list[str]:
     if row.protocol is None:
         return [f"tier {row.tier!r} without a protocol version"] if row.tier is not None else []
+    if row.protocol == transfer.VERSION:
+        return _transfer_problems(row)
     if row.protocol != VERSION:
-        return [f"protocol {row.protocol!r} is unknown (this is protocol {VERSION!r})"]
+        return [f"protocol {row.protocol!r} is unknown (protocols: {VERSION!r}, {transfer.VERSION!r})"]
     problems = []
     if row.tier not in TIERS:
         known = ", ".join(TIERS)
@@ -71,6 +76,27 @@ def _protocol_problems(row: ResultRow) -> list[str]:
         problems.append(f"budget {row.budget} is not tier {row.tier}'s {TIERS[row.tier]}")
     if row.seed not in SEEDS:
         problems.append(f"seed {row.seed} is not a seed of protocol {VERSION} ({', '.join(map(str, SEEDS))})")
+    return problems
+
+
+def _transfer_problems(row: ResultRow) -> list[str]:
+    """A transfer-v1 row: its tier, budget and seed, and a pretraining record within the track's rules."""
+    from placement_gym.errors import ConfigError
+
+    problems = []
+    if row.tier != transfer.TIER:
+        problems.append(f"tier {row.tier!r} is not {transfer.VERSION}'s {transfer.TIER!r}")
+    if row.budget != transfer.BUDGET:
+        problems.append(f"budget {row.budget} is not {transfer.VERSION}'s {transfer.BUDGET}")
+    if row.seed not in transfer.TRANSFER_SEEDS:
+        problems.append(f"seed {row.seed} is not a seed of protocol {transfer.VERSION}")
+    record = row.extra.get("pretraining")
+    if not isinstance(record, dict):
+        return [*problems, "no pretraining record (extra['pretraining']), which every transfer-v1 row carries"]
+    try:
+        transfer.check_pretraining(transfer.Pretraining.from_dict(record))
+    except (ConfigError, TypeError, ValueError) as exc:
+        problems.append(f"pretraining record: {exc}")
     return problems
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placement_gym.results import ResultRow, ResultStore
+from placement_gym.results import ResultRow, ResultStore, first_per_cell
 from placement_gym.transfer import BUDGET, PRETRAIN_CPU_SECONDS, TRANSFER_TASKS, VERSION, Pretraining
 
 #: The generated page.
@@ -30,13 +30,24 @@ MISSING = (
 )
 
 
-def transfer_rows(results: Path) -> list[ResultRow]:
-    """Every transfer-v1 row stored under ``results`` (``*.jsonl``, rejected files left out)."""
-    rows: list[ResultRow] = []
-    for path in sorted(results.glob("*.jsonl")):
-        if not path.name.endswith(".rejected.jsonl"):
-            rows.extend(r for r in ResultStore(path).rows() if r.protocol == VERSION)
-    return rows
+def transfer_rows(results: Path, validated: bool = True, rejected: list[str] | None = None) -> list[ResultRow]:
+    """Every transfer-v1 row stored under ``results`` (``*.jsonl``, rejected files left out); with
+    ``validated`` only the rows that pass ``placement-gym validate`` (``rejected`` receives
+    ``"<file> line <n>: reason"`` of each row left out)."""
+    from experiments.validate import validate
+
+    paths = [p for p in sorted(results.glob("*.jsonl")) if not p.name.endswith(".rejected.jsonl")]
+    if not paths:
+        return []
+    if not validated:
+        return [r for path in paths for r in ResultStore(path).rows() if r.protocol == VERSION]
+    rows = []
+    for v in validate(paths):
+        if v.ok and v.row.protocol == VERSION:
+            rows.append(v.row)
+        elif not v.ok and rejected is not None:
+            rejected.append(f"{v.where}: {'; '.join(v.problems)}")
+    return first_per_cell(rows)
 
 
 def row_track(row: ResultRow) -> str:
@@ -112,8 +123,8 @@ def track_table(rows: Sequence[ResultRow], track: str) -> list[str]:
     return lines + [""]
 
 
-def render_transfer(rows: Sequence[ResultRow], missing_note: str = MISSING) -> str:
-    """The transfer page."""
+def render_transfer(rows: Sequence[ResultRow], missing_note: str = MISSING, rejected: Sequence[str] = ()) -> str:
+    """The transfer page (``rejected``: the rows validation left out, counted on the page)."""
     tasks = ", ".join(f"`{t.name}`" for t in TRANSFER_TASKS)
     lines = [
         "# Leaderboard: the transfer track",
@@ -149,4 +160,7 @@ def render_transfer(rows: Sequence[ResultRow], missing_note: str = MISSING) -> s
         lines += ["No rows yet: " + ", ".join(f"`{m}`" for m in absent) + ".", ""]
     if missing_note:
         lines += [missing_note, ""]
+    if rejected:
+        lines += [f"{len(rejected)} stored rows are left out because they do not validate "
+                  "(`placement-gym validate results/leaderboard/transfer/*.jsonl` names them).", ""]  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -90,7 +90,7 @@ def test_the_committed_transfer_page_is_generated_from_the_stored_rows() -> None
     from experiments.transfer_board import PAGE
 
     root = Path(__file__).resolve().parents[2]
-    rows = transfer_rows(root / RESULTS)
-    assert {r.method for r in rows} >= {"heft", "local_search", "random_search", "guided_improvement",
-                                        "pretrained_ppo", "guided_ppo"}  # fmt: skip
-    assert (root / PAGE).read_text() == render_transfer(rows), "regenerate it: placement-gym leaderboard"
+    rejected: list[str] = []
+    rows = transfer_rows(root / RESULTS, rejected=rejected)
+    expected = render_transfer(rows, rejected=rejected)
+    assert (root / PAGE).read_text() == expected, "regenerate it: placement-gym leaderboard"

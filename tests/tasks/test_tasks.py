@@ -13,7 +13,8 @@ from placement_gym.tasks import normalised_score, reference_optima, reference_op
 REFS = sorted(reference_optima().values(), key=lambda r: (r.platform, r.model))
 #: Tasks whose stored optimum is not proven: BERT on multi-accel, where the attention mask's edges over
 #: the cuts and the NPU's invoke overhead leave the exact solver a bound 1.2% below its placement.
-NOT_PROVEN = {("bert", "multi-accel")}
+#: Tasks the exact solver did not close, with the largest gap their stored bound may leave.
+NOT_PROVEN = {("bert", "multi-accel"): 0.05, ("mobilevit_s", "multi-accel"): 0.07}
 
 
 def test_optima_are_stored_for_every_simulated_task() -> None:
@@ -40,7 +41,7 @@ def test_stored_placement_reevaluates_to_stored_latency(ref) -> None:
         assert base.latency == pytest.approx(ref.baseline_latency, rel=1e-9)
     assert ref.lower_bound <= ref.latency <= min(ref.baseline_latency, ref.heft_latency) * (1 + 1e-12)
     if (ref.model, ref.platform) in NOT_PROVEN:  # see the optima table of docs/RESULTS.md
-        assert 1e-6 < ref.gap <= 0.05
+        assert 1e-6 < ref.gap <= NOT_PROVEN[ref.model, ref.platform]
     else:
         assert ref.gap <= 1e-6  # proven optimal (the MILP segments' tolerances)
 
