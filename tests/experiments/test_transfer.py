@@ -83,6 +83,14 @@ def test_validate_rejects_a_transfer_row_on_a_task_outside_the_track(tmp_path) -
     path.write_text(json.dumps({**row, "model": "bert"}) + "\n")
     (verdict,) = validate([path])
     assert not verdict.ok and "not a task of protocol transfer-v1" in verdict.line()
+    extra = {k: v for k, v in row["extra"].items() if k != "pretraining"}
+    path.write_text(json.dumps({**row, "extra": extra}) + "\n")
+    (verdict,) = validate([path])
+    assert not verdict.ok and "no pretraining record" in verdict.line()
+    swin = {**row["extra"], "pretraining": {**row["extra"]["pretraining"], "models": ["swin_t"]}}
+    path.write_text(json.dumps({**row, "extra": swin}) + "\n")
+    (verdict,) = validate([path])
+    assert not verdict.ok and "held-out family swin_t" in verdict.line()
 
 
 def test_the_committed_transfer_page_is_generated_from_the_stored_rows() -> None:
