@@ -161,13 +161,10 @@ def _has_optimum(model: str, platform: str) -> bool:
 def transfer_row(row: ResultRow, record: Pretraining, code: str) -> ResultRow:
     """``row`` with its pretraining record, the code's commit and (where the runner left it out) its track."""
     track = row.track
-    if track is None:
-        try:
-            from agents import method_track  # the declared track of a registered method
+    if track is None:  # a runner that did not record it: the spec's declared track
+        from agents.specs import method_track
 
-            track = method_track(row.method)
-        except (ImportError, LookupError, ValueError):
-            track = None
+        track = method_track(row.method)
     extra = {**row.extra, "pretraining": record.as_dict(), "code": code}
     return dataclasses.replace(row, extra=extra, track=track)
 

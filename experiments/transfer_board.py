@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from placement_gym.errors import PlacementGymError
 from placement_gym.results import ResultRow, ResultStore, first_per_cell
 from placement_gym.transfer import BUDGET, PRETRAIN_CPU_SECONDS, TRANSFER_TASKS, VERSION, Pretraining
 
@@ -51,14 +52,14 @@ def transfer_rows(results: Path, validated: bool = True, rejected: list[str] | N
 
 
 def row_track(row: ResultRow) -> str:
-    """The track a row ran in: its own, else its method's declared track, else ``"undeclared"``."""
+    """The track a row ran in: its own, else its method spec's declared track, else ``"undeclared"``."""
     if row.track:
         return row.track
-    try:
-        from agents import method_track
+    from agents.specs import method_track
 
-        return method_track(row.method.partition(":")[0]) or "undeclared"
-    except (ImportError, LookupError, ValueError):
+    try:
+        return method_track(row.method)
+    except (PlacementGymError, OSError, ValueError):  # a method this code cannot build (e.g. a module that is not installed)
         return "undeclared"
 
 
