@@ -6,8 +6,8 @@ Protocol ``transfer-v1`` (docs/protocol.md, "The transfer track"):
   method may also use the zoo's pretraining-only families and test models and synthetic graphs
   (:data:`PRETRAIN_MODELS`), never a held-out family. Its budget is stated and recorded in every row
   (:class:`Pretraining`: env steps, evaluations, CPU-seconds); at most :data:`PRETRAIN_CPU_SECONDS`.
-* **Evaluation**: every held-out family (:data:`~placement_gym.HELD_OUT_MODELS`) on the held-out platforms,
-  :data:`BUDGET` distinct placements per run, seeds 0-4; no task-specific training beyond those
+* **Evaluation**: every held-out family (:data:`~placement_gym.HELD_OUT_MODELS`) on the held-out platforms
+  (but :data:`EXCLUDED`), :data:`BUDGET` distinct placements per run, seeds 0-4; no task-specific training beyond those
   placements (a method may learn from them, as fine-tuning within the run).
 * **Score**: protocol v1's normalised score against each task's stored optimum.
 
@@ -43,9 +43,13 @@ PRETRAIN_CPU_SECONDS = 3600.0
 PRETRAIN_MODELS: tuple[str, ...] = (
     "mobilenet_v2", "efficientnet_b0", "gpt2", "tiny_bert", "tiny_cnn", "tiny_vit", "tiny_convnext",
 )  # fmt: skip
-#: The evaluation tasks: every held-out family on the held-out platforms.
+#: Held-out tasks that are not tasks of transfer-v1: the exact solver had neither closed them nor stored a
+#: bound when the track was defined (Swin-T on ``multi-accel``: 404 groups, still solving after 50 minutes
+#: on the loaded machine). Adding one later is a new version of the track.
+EXCLUDED: tuple[tuple[str, str], ...] = (("swin_t", "multi-accel"),)
+#: The evaluation tasks: every held-out family on the held-out platforms, but :data:`EXCLUDED`.
 TRANSFER_TASKS: tuple[Task, ...] = tuple(
-    Task(m, p, "held-out") for m in HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS
+    Task(m, p, "held-out") for m in HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS if (m, p) not in EXCLUDED
 )
 
 
@@ -163,6 +167,6 @@ def protocol_tasks(version: str | None) -> tuple[Task, ...]:
 
 
 __all__ = [
-    "BUDGET", "NO_PRETRAINING", "PRETRAIN_CPU_SECONDS", "PRETRAIN_MODELS", "TIER", "TRANSFER_SEEDS",
+    "BUDGET", "EXCLUDED", "NO_PRETRAINING", "PRETRAIN_CPU_SECONDS", "PRETRAIN_MODELS", "TIER", "TRANSFER_SEEDS",
     "TRANSFER_TASKS", "VERSION", "Pretraining", "check_pretraining", "protocol_tasks", "read_pretraining",
 ]  # fmt: skip
