@@ -17,14 +17,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import time
+import functools
 from pathlib import Path
 from typing import Any
 
 from agents.specs import MethodSpec, parse_spec, spec_label
-from experiments import arguments
+from experiments import arguments, ray_cells
 from experiments.aggregate import write_aggregate
 from experiments.parsers.bench import PRESETS, add_arguments  # noqa: F401 (PRESETS: re-exported)
+from experiments.ray_cells import Cell, Ran, cell_runner
 from experiments.report import write_report
 from experiments.runs import ResultRow, ResultStore, speedup_text
 from placement_gym import protocol
@@ -131,8 +132,11 @@ def run_grid(
     protocol_version: str | None = None,
     tier: str | None = None,
     failures: list[str] | None = None,
+    ray_address: str | None = None,
+    ray_cpus: float = 1.0,
 ) -> list[ResultRow]:
-    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows.
+    """Run every missing cell of the grid, appending rows to ``out/results.jsonl``; returns all rows
+    (with ``ray_address``: as Ray tasks of ``ray_cpus`` CPUs each, see :mod:`experiments.ray_cells`).
 
     Repeated models, methods (after normalisation: ``milp:time_limit=30`` and ``milp:time_limit=30.0`` are
     one) or seeds run once. Each cell is claimed in the store before it runs, so a second ``bench`` on the
@@ -155,33 +159,36 @@ def run_grid(
     todo = [cell for cell in cells if cell[0] not in done]
     bar = _progress(len(todo), progress)
     failed: list[str] = []
+
+    def store_row(model: str, spec: MethodSpec, seed: int, ran: Ran) -> None:
+        row = ran.row
+        store.append(row)
+        bar.update(1)
+        bar.write(
+            f"{model:>12} {spec_label(spec.text):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
+            f"({speedup_text(row)}, {row.evaluations} evals, {ran.seconds:.1f} s)"
+        )
+
+    def cell_failed(exc: BaseException) -> bool:
+        if not isinstance(exc, AgentFailedError):
+            return False
+        failed.append(str(exc))  # this cell fails, the others go on
+        bar.update(1)
+        bar.write(f"FAILED {exc}")
+        return True
+
     try:
+        runner = cell_runner(ray_address, ray_cpus)  # local: each cell runs at submit; Ray: as tasks
         for key, model, spec, seed in todo:
             if not store.claim(key):  # stored or being run by another process meanwhile
                 bar.update(1)
                 continue
             bar.set_description(f"{model} {spec_label(spec.text)} seed {seed}")
-            start = time.perf_counter()
-            try:
-                row = run_cell(
-                    model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs,
-                    input_shapes=input_shapes, protocol_version=protocol_version, tier=tier,
-                )  # fmt: skip
-            except AgentFailedError as exc:  # this cell fails, the others go on
-                store.release(key)
-                failed.append(str(exc))
-                bar.update(1)
-                bar.write(f"FAILED {exc}")
-                continue
-            except BaseException:
-                store.release(key)
-                raise
-            store.append(row)
-            bar.update(1)
-            bar.write(
-                f"{model:>12} {spec_label(spec.text):>28} seed {seed}: {row.latency * 1e3:9.3f} ms "
-                f"({speedup_text(row)}, {row.evaluations} evals, {time.perf_counter() - start:.1f} s)"
-            )
+            args = (model, spec, seed, budget, platform, backend, coarsening, k, backend_kwargs)
+            kwargs = dict(input_shapes=input_shapes, protocol_version=protocol_version, tier=tier)
+            on_row = functools.partial(store_row, model, spec, seed)
+            runner.submit(Cell(key, run_cell, args, kwargs), store, on_row, cell_failed)
+        runner.drain()
     finally:
         bar.close()
     elsewhere = store.claimed_elsewhere([cell[0] for cell in cells])
@@ -224,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    ray_cells.check_arguments(args)
     if getattr(args, "tier", None):
         run_tier(args)
         return
@@ -245,6 +253,8 @@ def run_from_args(args: argparse.Namespace) -> None:
         progress=not args.no_progress,
         input_shapes=arguments.input_shapes(args.input_shapes),
         failures=(failed := []),
+        ray_address=args.ray_address,
+        ray_cpus=args.ray_cpus,
     )
     if rows:
         print(write_report(rows, out))
@@ -276,6 +286,7 @@ def run_tier(args: argparse.Namespace) -> list[ResultRow]:
         run_grid(
             out, models, args.methods, seeds, budget, platform, protocol.BACKEND, protocol.COARSENING,
             progress=not args.no_progress, protocol_version=protocol.VERSION, tier=args.tier, failures=failed,
+            ray_address=getattr(args, "ray_address", None), ray_cpus=getattr(args, "ray_cpus", 1.0),
         )  # fmt: skip
     wanted = {(t.model, t.platform) for t in tasks}
     specs = set(args.methods)

@@ -26,12 +26,12 @@ import functools
 import math
 import re
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from experiments import ray_cells
 from experiments.arguments import module_main
 from experiments.parsers.leaderboard import PAGE, RESULTS, add_arguments  # noqa: F401 (PAGE: re-exported)
 from placement_gym.errors import ConfigError
@@ -109,10 +109,14 @@ def run_tier(
     results: Path = RESULTS,
     tasks: Sequence[str] | None = None,
     log: Callable[[str], None] = _PRINT,
+    ray_address: str | None = None,
+    ray_cpus: float = 1.0,
 ) -> int:
-    """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run."""
+    """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run.
+    With ``ray_address`` the cells run as Ray tasks of ``ray_cpus`` CPUs each (:mod:`experiments.ray_cells`)."""
     from agents.specs import parse_spec
     from experiments.bench import run_cell
+    from experiments.ray_cells import Cell, Ran, cell_runner
     from placement_gym.protocol import BACKEND, COARSENING, SEEDS, VERSION, resolve_tasks, tier_budget
     from placement_gym.results import cell_key
     from placement_gym.tasks import reference_optimum
@@ -124,6 +128,23 @@ def run_tier(
     task_list = resolve_tasks(list(tasks) if tasks else ["train"])
     code = code_version()
     ran = 0
+
+    def store_row(store: ResultStore, key: tuple, spec: str, task_name: str, seed: int, cell: Ran) -> None:
+        nonlocal ran
+        row = compact(cell.row)
+        if math.isnan(row.score):  # the protocol's row carries it; computed here if not
+            ref = reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
+            row = dataclasses.replace(row, score=ref.score(row.latency))
+        row = dataclasses.replace(row, extra={**row.extra, "code": code})
+        store.append(row)
+        store.release(key)  # append releases the row's own key; this one too if they differ
+        ran += 1
+        log(
+            f"{tier} {spec} {task_name} seed {seed}: score {row.score:.3f}, {row.evaluations} evals, "
+            f"{row.wall_time:.1f} s wall, {cell.cpu_seconds:.1f} s CPU"
+        )
+
+    runner = cell_runner(ray_address, ray_cpus)  # local: each cell runs at submit; Ray: as tasks
     for spec in methods:
         store = ResultStore(store_path(results, tier, spec))
         for reason in store.set_aside():
@@ -144,27 +165,10 @@ def run_tier(
                 )  # fmt: skip
                 if not store.claim(key):  # stored meanwhile, or another live process runs it
                     continue
-                start = time.process_time()
-                try:
-                    row = run_cell(
-                        task.model, spec, seed, budget, task.platform, BACKEND, COARSENING,
-                        protocol_version=VERSION, tier=tier,
-                    )  # fmt: skip
-                except BaseException:
-                    store.release(key)  # another writer may take the cell
-                    raise
-                row = compact(row)
-                if math.isnan(row.score):  # the protocol's row carries it; computed here if not
-                    ref = reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
-                    row = dataclasses.replace(row, score=ref.score(row.latency))
-                row = dataclasses.replace(row, extra={**row.extra, "code": code})
-                store.append(row)
-                store.release(key)  # append releases the row's own key; this one too if they differ
-                ran += 1
-                log(
-                    f"{tier} {spec} {task.name} seed {seed}: score {row.score:.3f}, {row.evaluations} evals, "
-                    f"{row.wall_time:.1f} s wall, {time.process_time() - start:.1f} s CPU"
-                )
+                args = (task.model, spec, seed, budget, task.platform, BACKEND, COARSENING)
+                cell = Cell(key, run_cell, args, dict(protocol_version=VERSION, tier=tier))
+                runner.submit(cell, store, functools.partial(store_row, store, key, spec, task.name, seed))
+    runner.drain()
     return ran
 
 
@@ -379,8 +383,14 @@ SUBMISSION = [
 def run_from_args(args: argparse.Namespace) -> None:
     if args.methods and not args.run:
         raise ConfigError("--methods chooses what --run runs; give --run TIER too (e.g. --run standard)")
+    ray_cells.check_arguments(args)
+    if args.ray_address and not args.run:
+        raise ConfigError("--ray-address runs the cells of --run; give --run TIER too (e.g. --run standard)")
     if args.run:
-        run_tier(args.run, args.methods or METHODS, args.results, args.tasks)
+        run_tier(
+            args.run, args.methods or METHODS, args.results, args.tasks,
+            ray_address=args.ray_address, ray_cpus=args.ray_cpus,
+        )  # fmt: skip
     rejected: list[str] = []
     rows = stored_rows(args.results, rejected=rejected)
     for reason in rejected:

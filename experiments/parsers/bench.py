@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from experiments import arguments
+from experiments import arguments, ray_arguments
 from experiments.arguments import UniqueList, add_input_shape_argument
 from placement_gym import protocol
 
@@ -120,3 +120,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=arguments.out_folder, default=None, help="result folder (default results/<preset or custom>)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ray_arguments.add_arguments(parser)  # --ray-address, --ray-cpus: the cells as Ray tasks

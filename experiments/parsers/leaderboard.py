@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments import ray_arguments
 from experiments.arguments import out_file, out_folder
 
 SUMMARY = __doc__.splitlines()[0]
@@ -31,3 +32,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--results", type=out_folder, default=RESULTS, help="rows folder (default: results/leaderboard)"
     )
     parser.add_argument("--out", type=out_file, default=PAGE, help="page to write (default: docs/LEADERBOARD.md)")
+    ray_arguments.add_arguments(parser)  # --ray-address, --ray-cpus: the cells as Ray tasks
