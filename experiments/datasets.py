@@ -71,13 +71,29 @@ def task_env_id(model: str, platform: str) -> str:
     ``DevicePlacementSim-<model>-v1`` for the reference ``cpu-dgpu`` platform)."""
     import placement_gym
 
-    if platform == placement_gym.SIM_PLATFORM:
-        return f"DevicePlacementSim-{model}-v1"
-    env_id = placement_gym.suite_id(model, platform)
-    if env_id not in placement_gym.ENV_IDS:
-        known = [i for i in placement_gym.ENV_IDS if i.endswith("-sim-v0")]
-        raise UnknownNameError("simulated task (model/platform)", f"{model}/{platform}", known)
-    return env_id
+    ids = known_tasks()
+    if (model, platform) not in ids:
+        raise UnknownNameError("dataset task (model/platform)", f"{model}/{platform}", [f"{m}/{p}" for m, p in ids])
+    return ids[model, platform]
+
+
+def known_tasks() -> dict[tuple[str, str], str]:
+    """The simulated tasks a dataset can be built of, ``(model, platform)`` -> registered env ID: the
+    ``DevicePlacementSim-<model>-v1`` envs on the reference platform and the suite's ``-sim-v0`` envs."""
+    import placement_gym
+
+    ids = set(placement_gym.ENV_IDS)
+    out: dict[tuple[str, str], str] = {}
+    for env_id in placement_gym.ENV_IDS:
+        if env_id.startswith("DevicePlacementSim-") and env_id.endswith("-v1"):
+            out[env_id.removeprefix("DevicePlacementSim-").removesuffix("-v1"), placement_gym.SIM_PLATFORM] = env_id
+    from placement_gym.zoo import MODELS
+
+    for model in MODELS:
+        for platform in placement_gym.SUITE_PLATFORMS:
+            if placement_gym.suite_id(model, platform) in ids:
+                out[model, platform] = placement_gym.suite_id(model, platform)
+    return dict(sorted(out.items()))
 
 
 def reference_scores(problem: PlacementProblem) -> tuple[float, float]:
@@ -281,6 +297,8 @@ def run_from_args(args: argparse.Namespace) -> None:
     if args.scores:
         print(reference_table(args.tasks or default_tasks()))
         return
+    for model, platform in args.tasks or ():
+        task_env_id(model, platform)  # an unknown task fails now, named as a task, before anything is built
     if args.path is not None:
         os.environ["MINARI_DATASETS_PATH"] = str(args.path)
     try:

@@ -151,10 +151,29 @@ def load_json(path: str | os.PathLike, what: str = "JSON file") -> Any:
     return parse_json(read_text(path, what), f"{what} {path}")
 
 
+def load_refusal(exc: BaseException) -> str:
+    """Why a library refused to load a file, in a few words of our own: never its advice to load the file
+    unsafely (torch's ``weights_only=False``, NumPy's ``allow_pickle=True``), its colour codes or its
+    several lines. A pickle the reader refused is named as such; otherwise the first sentence of the
+    library's message, at most 200 characters."""
+    import pickle
+    import re
+    import zipfile
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if isinstance(exc, pickle.UnpicklingError) or "pickle" in text.lower() or "weights only load" in text.lower():
+        return "it holds pickled Python objects, which are never loaded (loading them could run code)"
+    if isinstance(exc, zipfile.BadZipFile) or "zip" in text.lower():
+        return "it is not a valid archive (damaged, or another format)"
+    first = " ".join(text.split()).split(". ")[0]
+    return (first[:200] + ("..." if len(first) > 200 else "")) or type(exc).__name__
+
+
 __all__ = [
     "MAX_FILE_BYTES",
     "MAX_YAML_NODES",
     "load_json",
+    "load_refusal",
     "load_yaml",
     "parse_json",
     "parse_yaml",

@@ -322,6 +322,10 @@ class CompGraph:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no saved graph at {path}")
+        import zipfile
+
+        if not zipfile.is_zipfile(path):  # NumPy would try it as a pickle and advise loading it unsafely
+            raise CorruptModelError(f"{path} is not a valid saved CompGraph: not an .npz archive (damaged, or another format)")
         try:
             with np.load(path, allow_pickle=False) as data:
                 header = json.loads(str(data["header"]))
@@ -342,7 +346,9 @@ class CompGraph:
         except CorruptModelError:
             raise
         except Exception as exc:  # zipfile, json and key errors all mean a damaged file
-            raise CorruptModelError(f"{path} is not a valid saved CompGraph: {exc}") from exc
+            from placement_gym.files import load_refusal
+
+            raise CorruptModelError(f"{path} is not a valid saved CompGraph: {load_refusal(exc)}") from exc
 
     def equals(self, other: CompGraph) -> bool:
         """True if both graphs have identical structure, features and metadata."""

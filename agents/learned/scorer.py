@@ -100,7 +100,7 @@ class MoveScorer:
             raise PlacementGymError(
                 f"the scorer in {str(path)!r} was trained on other move features: retrain it"
             )
-        t = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
+        t = _load_weights(path / "weights.pt")
         n = meta.get("layers")
         names = [f"{p}{i}" for i in range(n) for p in "wb"] if isinstance(n, int) and 0 < n <= 64 else None
         if not isinstance(t, dict) or names is None or not set(names + ["mean", "std"]) <= set(t):
@@ -203,3 +203,24 @@ def from_torch(net, mean: np.ndarray, std: np.ndarray) -> MoveScorer:
         if isinstance(m, torch.nn.Linear)
     ]
     return MoveScorer(layers, mean, std)
+
+
+def _load_weights(file: Path) -> Any:
+    """``torch.load(weights_only=True)`` of a scorer's weights, with torch's warnings and its advice to
+    load the file unsafely kept out of the one-line error.
+
+    Raises:
+        PlacementGymError: If torch refuses the file.
+    """
+    import warnings
+
+    import torch
+
+    from placement_gym.files import load_refusal
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise PlacementGymError(f"the scorer file {str(file)!r} cannot be read: {load_refusal(exc)}") from exc

@@ -181,6 +181,25 @@ def ranker_space(env: DevicePlacementImproveEnv) -> spaces.Dict:
     return spaces.Dict({**env.observation_space.spaces, "move_features": move_features})
 
 
+#: The parts of a :class:`GuidedPPOPolicy` ``state_dict`` (SB3 stores the shared extractor three times).
+POLICY_PARTS = ("features_extractor.", "pi_features_extractor.", "vf_features_extractor.", "mlp_extractor.", "value_net.")
+
+
+def refuse_unknown_tensors(state: dict[str, Tensor]) -> None:
+    """Refuse a ``state_dict`` with a tensor that no part of the policy has (an edited or another
+    model's weights file), which loading only the ranker's parts would silently skip.
+
+    Raises:
+        PlacementGymError: Naming the first unknown tensors.
+    """
+    unknown = [k for k in state if not k.startswith(POLICY_PARTS)]
+    if unknown:
+        names = ", ".join(repr(k[:64]) for k in unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+        raise PlacementGymError(
+            f"the weights do not fit this architecture: {len(unknown)} tensor(s) it does not have ({names})"
+        )
+
+
 class PolicyRanker:
     """:class:`~agents.learned.search.MoveRanker` from a :class:`GuidedPPOPolicy`'s networks: a move's
     score is minus its logit (higher logit, tried first).
@@ -220,6 +239,7 @@ class PolicyRanker:
         Raises:
             PlacementGymError: If ``state`` does not fit the architecture.
         """
+        refuse_unknown_tensors(state)
         extractor = MoveFeatureExtractor(
             ranker_space(DevicePlacementImproveEnv(problem=problem, moves="single")), hidden, layers
         )

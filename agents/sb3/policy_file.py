@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from agents.sb3.policy_schema import (
     TransferMeta,
 )
 from placement_gym.errors import ConfigError, PlacementGymError, UnknownNameError, quote
-from placement_gym.files import parse_json, read_text
+from placement_gym.files import load_refusal, parse_json, read_text
 
 
 def _meta_json(folder: Path) -> dict[str, Any]:
@@ -143,10 +144,12 @@ def _read_weights(folder: Path, parts: tuple[str, ...], device: str) -> dict[str
             f"{path} has {st.st_size} bytes; a saved policy's weights may have {MAX_WEIGHTS_BYTES}"
         )
     try:
-        weights = torch.load(path, map_location=device, weights_only=True)
+        with warnings.catch_warnings():  # torch's own warnings would print before our one line
+            warnings.simplefilter("ignore")
+            weights = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # unpickling refused, a damaged archive: a bad folder either way
         raise PlacementGymError(
-            f"{folder} is not a readable saved policy: {' '.join(str(exc).split())[:300]}"
+            f"{folder} is not a readable saved policy: weights.pt: {load_refusal(exc)}"
         ) from exc
     if not isinstance(weights, dict) or set(weights) != set(parts):
         raise PlacementGymError(f"{path} must hold exactly {' and '.join(repr(p) for p in parts)}")

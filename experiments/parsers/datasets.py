@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.arguments import checked, out_folder
+from experiments.arguments import checked, non_negative_int, out_folder
 from placement_gym.errors import ConfigError
 
 SUMMARY = __doc__.splitlines()[0]
@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--path", type=out_folder, default=None, help="Minari data path (default: $MINARI_DATASETS_PATH)"
     )
-    parser.add_argument("--path-points", type=int, default=8, help="episodes per improvement path (oneshot)")
+    parser.add_argument(
+        "--path-points", type=non_negative_int, default=8, help="episodes per improvement path (oneshot; 0: none)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="rebuild datasets that exist")
     parser.add_argument(
         "--scores",

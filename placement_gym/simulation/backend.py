@@ -184,8 +184,7 @@ class SimulatedBackend(LatencyBackend):
         if over >= 0:
             cap = self.cost_model.capacity[over]
             return LatencyResult.infeasible(
-                f"out of memory on device {self.cost_model.device_names[over]!r}: peak {peak / 2**20:.1f} MiB "
-                f"> capacity {cap / 2**20:.1f} MiB"
+                f"out of memory on device {self.cost_model.device_names[over]!r}: {memory_over(peak, cap)}"
             )
         if np.isnan(latency):
             return LatencyResult.infeasible(NAN_REASON)
@@ -204,3 +203,14 @@ class SimulatedBackend(LatencyBackend):
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return result
+
+
+def memory_over(peak: float, capacity: float) -> str:
+    """``peak 1.4 KiB > capacity 1.2 KiB``: both in the unit that suits the capacity (a tiny model's
+    devices hold kilobytes), and in bytes when that unit would show them equal."""
+    units = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+    name, size = next(((n, s) for n, s in reversed(units) if capacity >= s), units[0])
+    text = f"peak {peak / size:.1f} {name} > capacity {capacity / size:.1f} {name}"
+    if size == 1 or f"{peak / size:.1f}" == f"{capacity / size:.1f}":
+        text = f"peak {peak:,.0f} B > capacity {capacity:,.0f} B"
+    return text
