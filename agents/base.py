@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from placement_gym.budget import Run, TrackerListener
+from placement_gym.errors import RunStalledError
 from placement_gym.limits import BYTES_PER_EVALUATION
 from placement_gym.problem import PlacementProblem, problem_of
 from placement_gym.validation import Range
@@ -148,8 +149,11 @@ class PlacementMethod(abc.ABC):
         start = time.perf_counter()
         try:
             extra = self._place(env, tracker, seed) or {}
+        except RunStalledError:  # the run ends as if its budget were spent: its best placement stands
+            extra = {}
         finally:
             tracker.detach()
+        extra.update(stalled=tracker.stalled, env_steps=tracker.requests)
         return tracker.result(self.name, time.perf_counter() - start, **extra)
 
     @abc.abstractmethod

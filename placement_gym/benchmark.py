@@ -14,7 +14,9 @@ An agent is either
 Each (task, seed) is one run on a fresh :class:`~placement_gym.problem.PlacementProblem` inside a
 :class:`~placement_gym.budget.Run` of ``budget`` distinct placements: a repeat is free, a new placement
 past the budget is refused by the problem (:class:`~placement_gym.errors.BudgetExhaustedError`, which ends
-the run: its row then holds the best placement the agent evaluated, ``extra["stopped_by_budget"]``). The
+the run: its row then holds the best placement the agent evaluated, ``extra["stopped_by_budget"]``); so
+does a stall (:class:`~placement_gym.errors.RunStalledError`, ``extra["stalled"]``; every row records its
+evaluation requests, repeats included, as ``extra["env_steps"]``). The
 placement the agent returns is evaluated once more after the run (free if the agent evaluated it; outside
 the budget otherwise: the agent never sees that latency) and its latency and normalised score make the
 row (:class:`~placement_gym.results.ResultRow`).
@@ -45,6 +47,7 @@ from placement_gym.errors import (
     BudgetExhaustedError,
     ConfigError,
     ProtocolAccessError,
+    RunStalledError,
     UnknownNameError,
 )
 from placement_gym.platforms import Platform
@@ -156,14 +159,17 @@ def run_agent(
                 returned = agent.place(target, budget=budget, seed=seed)
             else:
                 returned = agent(view, budget, seed)
-        except BudgetExhaustedError:
+        except BudgetExhaustedError as exc:
             returned, extra["stopped_by_budget"] = None, True
+            extra["stalled"] = isinstance(exc, RunStalledError)
         finally:
             wall = time.perf_counter() - start
             run.detach()
     if returned is not None and hasattr(returned, "placement"):
         extra.update(getattr(returned, "extra", None) or {})
         returned = returned.placement
+    extra["stalled"] = bool(extra.get("stalled", False) or run.stalled)
+    extra["env_steps"] = run.requests
     if returned is None:
         if run.best_placement is None:
             returned = np.full(problem.num_groups, problem.host, dtype=np.int64)

@@ -6,6 +6,13 @@ for it (the method, or an RL library through ``env.step``); a repeat is answered
 costs nothing; the problem refuses a new placement past the budget
 (:class:`~placement_gym.errors.BudgetExhaustedError`). ``agents.base.BudgetTracker`` is this with the
 method's result added.
+
+A run with a budget also ends when it stalls (:class:`~placement_gym.errors.RunStalledError`, a
+``BudgetExhaustedError``): a repeat is free in the budget but not in time, so a run counts every evaluation
+request (:attr:`Run.requests`, repeats included: an env step that evaluates is one) and refuses
+
+* a repeat after :data:`STALL_REQUESTS` requests in a row without a new placement, and
+* any request past :data:`REQUEST_MULTIPLE` times its budget in all.
 """
 
 from __future__ import annotations
@@ -14,9 +21,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from placement_gym.errors import BudgetExhaustedError, PlacementGymError
+from placement_gym.errors import BudgetExhaustedError, PlacementGymError, RunStalledError
 from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
 from placement_gym.problem import MEMO_SIZE, Evaluation, PlacementProblem
+
+#: Evaluation requests in a row without a new placement after which a run's next repeat ends it (docs/protocol.md).
+STALL_REQUESTS = 2_000
+#: Evaluation requests a run may make in all, as a multiple of its budget of distinct placements.
+REQUEST_MULTIPLE = 5
 
 #: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees.
 TrackerListener = Callable[["Run", np.ndarray, float, bool], None]
@@ -35,10 +47,26 @@ class Run:
 
     Args:
         problem: The problem whose evaluations are counted.
-        budget: Maximum number of distinct placements evaluated; ``None`` for no limit.
+        budget: Maximum number of distinct placements evaluated; ``None`` for no limit (and no stall rule).
+        stall_requests: Requests in a row without a new placement after which a repeat ends the run
+            (``None``: :data:`STALL_REQUESTS`; 0: never).
+        request_multiple: Requests in all, as a multiple of ``budget``, after which any request ends the
+            run (``None``: :data:`REQUEST_MULTIPLE`; 0: no limit).
+
+    Attributes:
+        requests: Evaluation requests answered since the run started (placements asked for, repeats
+            included; also while a nested run decides).
+        streak: Requests in a row without a new placement (counted while this run's guard decides).
+        stalled: Whether the run ended by the stall rule.
     """
 
-    def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
+    def __init__(
+        self,
+        problem: PlacementProblem,
+        budget: int | None,
+        stall_requests: int | None = None,
+        request_multiple: float | None = None,
+    ) -> None:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))):
             raise PlacementGymError(
                 f"budget must be an integer number of evaluations or None, got {budget!r}"
@@ -47,8 +75,18 @@ class Run:
             if budget < 1:
                 raise PlacementGymError(f"budget must be >= 1 evaluation (or None for no limit), got {budget}")
             require_memory(int(budget) * BYTES_PER_EVALUATION, f"budget={budget} (its per-evaluation history)")
+        for name, value in (("stall_requests", stall_requests), ("request_multiple", request_multiple)):
+            ok = isinstance(value, (int, float, np.integer)) and not isinstance(value, bool)
+            if value is not None and not (ok and (value >= 1 or value == 0)):
+                raise PlacementGymError(f"{name} must be 0 (off), a number >= 1 or None (default), got {value!r}")
         self.problem = problem
         self.budget = None if budget is None else int(budget)
+        self.stall_requests = STALL_REQUESTS if stall_requests is None else int(stall_requests)
+        self.request_multiple = REQUEST_MULTIPLE if request_multiple is None else float(request_multiple)
+        self._requests_at_start = problem.requests
+        self._remote_requests = 0
+        self.streak = 0
+        self.stalled = False
         self.used = 0
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
@@ -68,6 +106,11 @@ class Run:
             self.problem.end_run(self._guard)
 
     @property
+    def requests(self) -> int:
+        """Evaluation requests since the run started, repeats included (see the class docstring)."""
+        return self.problem.requests - self._requests_at_start + self._remote_requests
+
+    @property
     def remaining(self) -> int | None:
         """Evaluations left (``None``: no limit)."""
         return None if self.budget is None else max(self.budget - self.used, 0)
@@ -76,11 +119,36 @@ class Run:
     def exhausted(self) -> bool:
         return self.budget is not None and self.used >= self.budget
 
-    def _guard(self, new: int) -> None:
-        if self.budget is not None and self.used + new > self.budget:
-            raise BudgetExhaustedError(
-                f"evaluating {new} new placement(s) would exceed the budget of {self.budget} distinct "
-                f"placements ({self.used} used); repeats of evaluated placements stay free"
+    def _guard(self, new: int, requests: int = 1) -> None:
+        """Refuse a request of ``requests`` placements, ``new`` of them new, past the budget or the stall
+        rule; else count it."""
+        if self.budget is not None:
+            if self.used + new > self.budget:
+                raise BudgetExhaustedError(
+                    f"evaluating {new} new placement(s) would exceed the budget of {self.budget} distinct "
+                    f"placements ({self.used} used); repeats of evaluated placements stay free"
+                )
+        self._tally(new, requests)
+
+    def _tally(self, new: int, requests: int) -> None:
+        """Count a request of ``requests`` placements, ``new`` of them new, unless it stalls the run."""
+        if self.budget is not None:
+            self._check_stall(new, requests)
+        self.streak = 0 if new else self.streak + requests
+
+    def _check_stall(self, new: int, requests: int) -> None:
+        limit = self.request_multiple * self.budget  # type: ignore[operator]
+        if self.request_multiple and self.requests + requests > limit:
+            self.stalled = True
+            raise RunStalledError(
+                f"the run stalled: {self.requests + requests} evaluation requests exceed "
+                f"{self.request_multiple:g} x its budget of {self.budget} distinct placements ({self.used} used)"
+            )
+        if not new and self.stall_requests and self.streak + requests > self.stall_requests:
+            self.stalled = True
+            raise RunStalledError(
+                f"the run stalled: {self.streak + requests} evaluation requests in a row without a new "
+                f"placement (limit {self.stall_requests}; {self.used} of {self.budget} distinct placements used)"
             )
 
     def _observe(self, placement: np.ndarray, evaluation: Evaluation) -> None:
@@ -96,7 +164,11 @@ class Run:
         """
         key = np.asarray(placement, dtype=np.int64).tobytes()
         if key in self._remote_seen or self.problem.seen(placement):
+            self._tally(0, 1)
+            self._remote_requests += 1
             return False
+        self._tally(1, 1)
+        self._remote_requests += 1
         self._remote_seen[key] = None
         if len(self._remote_seen) > MEMO_SIZE:
             del self._remote_seen[next(iter(self._remote_seen))]

@@ -76,6 +76,12 @@ class BudgetExhaustedError(PlacementGymError):
     """A new placement was to be evaluated after the run's evaluation budget was spent."""
 
 
+class RunStalledError(BudgetExhaustedError):
+    """A run stalled: too many evaluation requests in a row without a new placement, or more requests in
+    all than the documented multiple of its budget (:mod:`placement_gym.budget`). It ends the run like a
+    spent budget."""
+
+
 class BackendError(PlacementGymError):
     """A latency backend failed for a reason that is not a property of the placement."""
 

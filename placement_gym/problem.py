@@ -36,9 +36,10 @@ from placement_gym.rewards import Reward, get_reward
 
 #: Called as ``fn(placement, evaluation)`` after every evaluation of a distinct placement.
 Listener = Callable[[np.ndarray, "Evaluation"], None]
-#: Called as ``fn(new)`` before ``new`` placements not in the run's memo are evaluated; raises
-#: :class:`~placement_gym.errors.BudgetExhaustedError` to refuse them (a run's budget, see ``start_run``).
-Guard = Callable[[int], None]
+#: Called as ``fn(new, requests)`` before every request: ``requests`` placements asked for, ``new`` of them
+#: not in the run's memo (0: all repeats); raises :class:`~placement_gym.errors.BudgetExhaustedError` to
+#: refuse them (a run's budget and stall rule, see ``start_run`` and :mod:`placement_gym.budget`).
+Guard = Callable[[int, int], None]
 #: Placements a run's memo keeps (least recently used dropped first): about 0.6 KB each for the
 #: simulated backend, so at most ~30 MB (``python -m experiments.bench_memory``: the ``cache_size 0`` run).
 #: A placement dropped from a full memo costs again if repeated.
@@ -84,6 +85,8 @@ class PlacementProblem:
         evaluations: Distinct placements evaluated through :meth:`evaluate`/:meth:`evaluate_batch` (a
             repeat within a run is answered from the memo and not counted; see :meth:`start_run`).
         memo_hits: Repeats answered from the memo (free).
+        requests: Placements asked for through :meth:`evaluate`/:meth:`evaluate_batch`, repeats included
+            (a run's stall rule counts them, :mod:`placement_gym.budget`).
         memo_size: Placements the memo keeps (:data:`MEMO_SIZE`; 0: no memo, every repeat costs again).
         baseline_evaluations: Single-device placements evaluated to find the baseline (at most ``D``).
         cache_hits: Evaluations the backend answered from its cache.
@@ -113,6 +116,7 @@ class PlacementProblem:
         self.num_devices = platform.num_devices
         self.evaluations = 0
         self.memo_hits = 0
+        self.requests = 0
         self.memo_size = MEMO_SIZE
         self._memo: OrderedDict[bytes, Evaluation | tuple[float, float, bool]] = OrderedDict()  # see _remember
         self._key_dtype = placement_key_dtype(self.num_devices)  # of the memo's keys
@@ -457,11 +461,13 @@ class PlacementProblem:
         """Start a run (one method's search): forget the placements seen so far and install ``guard``.
 
         Within a run every distinct placement is evaluated, counted and reported once; a repeat is
-        answered from the memo (bounded by :attr:`memo_size`). ``guard`` is asked before new placements
-        are evaluated and refuses them past the run's budget. Runs nest: the latest run's guard decides
-        until it ends, then the enclosing run's guard applies again (a method's run inside a benchmark's
-        run of the same budget); in a sealed protocol run (:meth:`seal`) every run's guard since the seal is
-        asked, so a run the agent starts can tighten the budget but never loosen it. A problem that never started a run keeps one memo for its whole life.
+        answered from the memo (bounded by :attr:`memo_size`). ``guard`` is asked before every request
+        (repeats included) and refuses new placements past the run's budget, or a request of a stalled
+        run. Runs nest: the latest run's guard decides until it ends, then the enclosing run's guard
+        applies again (a method's run inside a benchmark's run of the same budget); in a sealed protocol
+        run (:meth:`seal`) every run's guard since the seal is asked, so a run the agent starts can tighten
+        the budget but never loosen it. A problem that never started a run keeps one memo for its whole
+        life.
         """
         self._memo.clear()
         self._guards.append(guard)
@@ -473,12 +479,15 @@ class PlacementProblem:
                 del self._guards[i]
                 break
 
-    def _ask_guards(self, new: int) -> None:
-        """Ask the guards about ``new`` placements (each may refuse them): the latest run's, and in a sealed
-        protocol run every run's since the seal, so a run an agent starts cannot loosen the protocol's."""
+    def _ask_guards(self, new: int, requests: int = 1) -> None:
+        """Ask the guards about a request of ``requests`` placements, ``new`` of them not in the memo (each
+        may refuse it): the latest run's, and in a sealed protocol run every run's since the seal, so a run
+        an agent starts cannot loosen the protocol's; then count the requests (:attr:`requests`, which a
+        run reads as a meter)."""
         for guard in self._guards[self._seal_base :] if self._seal is not None else self._guards[-1:]:
             if guard is not None:
-                guard(new)
+                guard(new, requests)
+        self.requests += requests
 
     def seen(self, placement: Sequence[int] | np.ndarray) -> bool:
         """True if ``placement`` is in the run's memo (evaluating it again is free)."""
@@ -504,9 +513,10 @@ class PlacementProblem:
         key = placement.astype(self._key_dtype).tobytes()
         with self._lock:  # the guard's check and the count are one step, whatever the threads
             known = self._recall(key)
-            if known is not None:  # a repeat in this run: free
+            if known is not None:  # a repeat in this run: free, but a request all the same
+                self._ask_guards(0, 1)
                 return known
-            self._ask_guards(1)
+            self._ask_guards(1, 1)
             result = self._backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
             evaluation = Evaluation(result, self._reward(result))
             self._remember(key, evaluation)
@@ -530,20 +540,19 @@ class PlacementProblem:
         order = np.argsort(first)  # evaluate distinct placements in order of first appearance
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
-        evaluations = self._evaluate_distinct(distinct[order])
+        evaluations = self._evaluate_distinct(distinct[order], len(batch))
         return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
 
-    def _evaluate_distinct(self, distinct: np.ndarray) -> list[Evaluation]:
-        """Evaluate validated, pairwise distinct placements ``(B, G)``: those in the memo from it, the others
-        in one backend call, counted."""
+    def _evaluate_distinct(self, distinct: np.ndarray, requests: int) -> list[Evaluation]:
+        """Evaluate validated, pairwise distinct placements ``(B, G)`` (of a request of ``requests`` rows):
+        those in the memo from it, the others in one backend call, counted."""
         with self._lock:
-            return self._evaluate_distinct_locked(distinct)
+            return self._evaluate_distinct_locked(distinct, requests)
 
-    def _evaluate_distinct_locked(self, distinct: np.ndarray) -> list[Evaluation]:
+    def _evaluate_distinct_locked(self, distinct: np.ndarray, requests: int) -> list[Evaluation]:
         keys = [row.tobytes() for row in distinct.astype(self._key_dtype)]
         new = [i for i, key in enumerate(keys) if key not in self._memo]
-        if new:
-            self._ask_guards(len(new))
+        self._ask_guards(len(new), requests)
         fresh = self._backend_evaluate(distinct[new]) if new else []
         out: list[Evaluation | None] = [None] * len(distinct)
         for i, evaluation in zip(new, fresh):

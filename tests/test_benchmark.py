@@ -39,9 +39,9 @@ def test_function_class_and_registered_method_give_rows():
     assert [r.seed for r in rows] == [0, 1] and rows[0].method.endswith("my_agent:greedy")
     assert all(r.evaluations <= 8 and r.protocol is None and len(r.placement) == r.groups for r in rows)
     (mine,) = evaluate(GreedyAgent(passes=1), tasks=TINY, budget=8, seeds=[0], name="mine")
-    assert mine.method == "mine" and mine.extra == {"passes": 1}
+    assert mine.method == "mine" and mine.extra == {"passes": 1, "stalled": False, "env_steps": 15}
     (cls,) = evaluate(GreedyAgent, tasks=TINY, budget=8, seeds=[0])  # a class: an instance per run
-    assert cls.method == "greedy_agent" and cls.extra == {"passes": 100}
+    assert cls.method == "greedy_agent" and cls.extra["passes"] == 100 and cls.extra["stalled"] is False
     (heft,) = evaluate(make_method("heft"), tasks=TINY, budget=8, seeds=[0])
     assert heft.method == "heft" and heft.evaluations >= 1
 

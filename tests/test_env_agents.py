@@ -51,7 +51,7 @@ def test_a_spent_budget_truncates_the_episode_and_nothing_more_is_evaluated():
             assert env.observation_space.contains(obs)
 
     (row,) = evaluate(train, tasks=TINY, budget=6, seeds=[0])
-    assert row.evaluations == 6 and row.extra == {"stopped_by_budget": True}
+    assert row.evaluations == 6 and row.extra == {"stopped_by_budget": True, "stalled": False, "env_steps": 6}
     assert row.method.endswith(".train") and np.isfinite(row.latency)
     assert row.placement is not None and len(row.placement) == row.groups
     last = log[-1]
@@ -178,7 +178,7 @@ def test_an_sb3_algorithm_learns_until_the_budget_is_spent(monkeypatch):
         "stable_baselines3:PPO:n_steps=8,batch_size=8,n_epochs=1", tasks=TINY, budget=10, seeds=[0]
     )
     assert row.method == "stable_baselines3:PPO:n_steps=8,batch_size=8,n_epochs=1"
-    assert row.evaluations == 10 and row.extra == {"stopped_by_budget": True}
+    assert row.evaluations == 10 and row.extra == {"stopped_by_budget": True, "stalled": False, "env_steps": 10}
 
 
 def test_maskable_ppo_gets_the_action_masks(monkeypatch):

@@ -86,6 +86,8 @@ class BudgetCallback(BaseCallback):
             for info in self.locals["infos"]:
                 if "latency" in info:
                     self.trackers[0].record(info["placement"], info["latency"], info["feasible"])
+        if any(t.stalled for t in self.trackers):  # an env wrapper caught the stall: training ends too
+            return False
         return self.limit is None or sum(t.used for t in self.trackers) + self.n_envs <= self.limit
 
 
