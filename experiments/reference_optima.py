@@ -44,7 +44,7 @@ from placement_gym.envs.device_placement import DevicePlacementEnv
 from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, reference_optima
 
 #: Platforms with reference optima: the reference platform, its first calibration, and the suite's.
-PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel", "model-parallel")
+PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel", "model-parallel", "cpu-igpu-lowmem")
 SETTINGS: dict[str, Any] = {
     "max_segment": 40,
     "enumerate_limit": 1 << 20,

@@ -13,7 +13,9 @@ Importing the package registers the Gymnasium environments:
 * ``DevicePlacement-<model>-<platform>-sim-v0``: the task suite where placement matters, simulated, on
   ``cpu_igpu`` (CPU + integrated GPU), ``multi_accel`` (CPU + 2 GPUs + NPU) and ``model_parallel`` (CPU +
   2 GPUs, each too small for the model: the placement must split it); reference optima in
-  :mod:`placement_gym.tasks`;
+  :mod:`placement_gym.tasks`; and ``resnet50`` on ``cpu_igpu_lowmem`` (:data:`MASKED_PLATFORMS`:
+  ``cpu-igpu`` with an iGPU memory of 8% of the model's weights, so the memory masks block the largest
+  groups), the mask-binding task, not in the protocol's train split;
 * ``DevicePlacement-v0``: any ``model=`` (zoo name, IR or ONNX path), ``platform=``, ``backend=``,
   ``coarsening=``;
 * ``DevicePlacementImprove-<model>-<platform>-sim-v0`` (:data:`IMPROVE_IDS`): the improvement MDP
@@ -53,6 +55,11 @@ HELD_OUT_PLATFORMS = ("cpu-igpu", "multi-accel")
 #: Platforms of the improvement IDs of the zoo models: ``cpu-dgpu`` (``DevicePlacementSim-<model>-v1``'s) and
 #: the suite's.
 IMPROVE_PLATFORMS = (SIM_PLATFORM, *SUITE_PLATFORMS)
+#: Platform of the mask-binding tasks (its small iGPU memory blocks the largest groups), not in the train
+#: split: ``DevicePlacement-<model>-cpu_igpu_lowmem-sim-v0`` and its ``DevicePlacementImprove`` twin.
+MASKED_PLATFORMS = ("cpu-igpu-lowmem",)
+#: The models of the mask-binding tasks (those with a proven optimum there).
+MASKED_MODELS = ("resnet50",)
 
 
 def suite_id(model: str, platform: str) -> str:
@@ -75,7 +82,7 @@ def _register_all() -> list[str]:
         for version, platform in SIM_PLATFORM_VERSIONS.items():
             sim = {"model": model, "platform": platform, "backend": "simulated"}
             specs.append((f"DevicePlacementSim-{model}-v{version}", sim, False))
-        for platform in SUITE_PLATFORMS:
+        for platform in SUITE_PLATFORMS + (MASKED_PLATFORMS if model in MASKED_MODELS else ()):
             sim = {"model": model, "platform": platform, "backend": "simulated"}
             specs.append((suite_id(model, platform), sim, False))
     for model in HELD_OUT_MODELS:
@@ -91,6 +98,7 @@ def _register_all() -> list[str]:
 
 def _register_improve() -> list[str]:
     tasks = [(m, p) for m in BENCHMARK_MODELS for p in IMPROVE_PLATFORMS]
+    tasks += [(m, p) for m in MASKED_MODELS for p in MASKED_PLATFORMS]
     tasks += [(m, p) for m in HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS]
     specs = [("DevicePlacementImprove-v0", {"platform": "local", "backend": "measured"}, True)]
     for model, platform in tasks:
@@ -122,6 +130,8 @@ __all__ = [
     "ENV_IDS",
     "HELD_OUT_MODELS",
     "HELD_OUT_PLATFORMS",
+    "MASKED_MODELS",
+    "MASKED_PLATFORMS",
     "IMPROVE_IDS",
     "IMPROVE_PLATFORMS",
     "SIM_PLATFORM",

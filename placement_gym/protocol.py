@@ -10,6 +10,8 @@ Protocol ``v1``:
   ``held-out``, the held-out families ViT-B/16 and ConvNeXt-T (:data:`V1_HELD_OUT_MODELS`) on the two
   platforms they have optima for. Held-out models
   are never trained on: :func:`check_trainable` refuses them in the project's training entry points.
+  ``masked``: ``resnet50`` on ``cpu-igpu-lowmem``, whose memory masks block (group, device) pairs (on the
+  other tasks they block none, so masked learners equal their unmasked ablations there).
   Learned methods may also pretrain on the zoo's pretraining-only families (``mobilenet_v2``,
   ``efficientnet_b0``, ``gpt2``), which are never tasks.
 * **Score**: the normalised score of the returned placement's simulated latency against the task's stored
@@ -23,7 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS, SIM_PLATFORM, SUITE_PLATFORMS
+from placement_gym import (
+    BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS, MASKED_MODELS, MASKED_PLATFORMS, SIM_PLATFORM,
+    SUITE_PLATFORMS,
+)  # fmt: skip
 from placement_gym.errors import ConfigError, UnknownNameError
 
 #: Version of this protocol, stored in every row run under it.
@@ -47,7 +52,7 @@ class Task:
     Attributes:
         model: Zoo model name.
         platform: Platform name.
-        split: ``"train"`` or ``"held-out"``.
+        split: ``"train"``, ``"held-out"`` or ``"masked"``.
     """
 
     model: str
@@ -68,7 +73,10 @@ V1_HELD_OUT_MODELS: tuple[str, ...] = ("vit_b16", "convnext_t")
 HELD_OUT_TASKS: tuple[Task, ...] = tuple(
     Task(m, p, "held-out") for m in V1_HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS
 )
-SPLITS: dict[str, tuple[Task, ...]] = {"train": TRAIN_TASKS, "held-out": HELD_OUT_TASKS}
+#: Tasks whose memory masks block (group, device) pairs: a split of their own, so that the train split (and
+#: every result on it) stays as it was.
+MASKED_TASKS: tuple[Task, ...] = tuple(Task(m, p, "masked") for m in MASKED_MODELS for p in MASKED_PLATFORMS)
+SPLITS: dict[str, tuple[Task, ...]] = {"train": TRAIN_TASKS, "held-out": HELD_OUT_TASKS, "masked": MASKED_TASKS}
 
 
 def tier_budget(tier: str) -> int:
@@ -83,13 +91,13 @@ def tier_budget(tier: str) -> int:
 
 
 def resolve_tasks(selection: list[str] | tuple[str, ...] | None = None) -> list[Task]:
-    """The tasks named by ``selection``: split names (``train``, ``held-out``) and task names
+    """The tasks named by ``selection``: split names (``train``, ``held-out``, ``masked``) and task names
     (``model/platform``), in order, without repeats; ``None`` or empty: the train split.
 
     Raises:
         UnknownNameError: For a name that is neither a split nor a protocol task.
     """
-    known = {t.name: t for t in TRAIN_TASKS + HELD_OUT_TASKS}
+    known = {t.name: t for t in TRAIN_TASKS + HELD_OUT_TASKS + MASKED_TASKS}
     out: dict[str, Task] = {}
     for item in selection or ["train"]:
         if item in SPLITS:

@@ -25,7 +25,7 @@ from typing import Any
 
 from placement_gym import HELD_OUT_MODELS, HELD_OUT_PLATFORMS
 from placement_gym.errors import ConfigError, RecordError
-from placement_gym.protocol import HELD_OUT_TASKS, SEEDS, TRAIN_TASKS, Task
+from placement_gym.protocol import HELD_OUT_TASKS, MASKED_TASKS, SEEDS, TRAIN_TASKS, Task
 from placement_gym.protocol import VERSION as V1
 
 #: Version of the transfer protocol, stored in every row run under it.
@@ -162,7 +162,7 @@ def protocol_tasks(version: str | None) -> tuple[Task, ...]:
     if version == VERSION:
         return TRANSFER_TASKS
     if version == V1:
-        return TRAIN_TASKS + HELD_OUT_TASKS
+        return TRAIN_TASKS + HELD_OUT_TASKS + MASKED_TASKS
     return ()
 
 
