@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments import ray_cells
+from experiments import curves_page, identical_methods, ray_cells
 from experiments.arguments import module_main
 from experiments.parsers.leaderboard import PAGE, RESULTS, add_arguments  # noqa: F401 (PAGE: re-exported)
 from placement_gym.errors import ConfigError
@@ -286,6 +286,7 @@ def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -
             "",
             "Not ranked: " + "; ".join(f"{md_name(m)}: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
+    lines += identical_methods.note(rows)
     missing = [m for m in METHODS if m not in by_method and (track is None or spec_track(m) == track)]
     if missing:
         lines += ["", "No rows at this tier: " + ", ".join(f"`{m}`" for m in missing) + "."]
@@ -342,6 +343,7 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
                 part = [r for r in rows if row_track(r) == track]
                 if part:
                     lines += tier_table(part, tier, track)
+    lines += curves_page.section(rows_by_tier)
     if rejected:
         lines += [
             f"{len(rejected)} stored row{'s' if len(rejected) != 1 else ''} did not pass "
@@ -397,6 +399,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         print(f"left out (placement-gym validate rejects it): {reason}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(rows, rejected))
+    curves_page.write_figures(rows, args.out.parent / curves_page.FIGURES)
     print(f"wrote {args.out}")
     from experiments import transfer_board  # the transfer track's page, from results/leaderboard/transfer
 
