@@ -240,7 +240,7 @@ class DevicePlacementEnv(gym.Env):
         self.render_mode = render_mode
         self.num_groups = g = problem.num_groups
         self.num_devices = d = problem.num_devices
-        n, e = check_padding(problem, max_nodes, max_edges)
+        n, e = check_padding(problem, max_nodes, max_edges, device=observation == "device")
         self.max_nodes, self.max_edges = n, e
         self.observation = observation
         static = static_arrays(problem, n, e, device=observation == "device")

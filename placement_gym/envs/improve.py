@@ -217,7 +217,7 @@ class DevicePlacementImproveEnv(gym.Env):
         self.max_steps = int(max_steps)
         self.start, self.moves, self.render_mode = start, kinds, render_mode
         self.infeasible_reward = float(infeasible_reward)
-        n, e = check_padding(problem, max_nodes, max_edges)
+        n, e = check_padding(problem, max_nodes, max_edges, device=True, improve=True)
         self.max_nodes, self.max_edges = n, e
         self._allowed = allowed_devices(problem)  # (G, D)
         if not (self._allowed.sum(axis=1) >= 2).any():

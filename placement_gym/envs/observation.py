@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from gymnasium import spaces
 
-from placement_gym.features import NODE_DEVICE_FEATURES, NUM_NODE_FEATURES, pad_features
+from placement_gym.features import NODE_DEVICE_FEATURES, pad_features
 from placement_gym.limits import require_memory
 from placement_gym.problem import PlacementProblem
 from placement_gym.validation import padding_size
@@ -21,16 +21,29 @@ from placement_gym.validation import padding_size
 BIG = np.float32(3.0e38)  # finite Box bound of the unbounded feature columns
 
 
-def check_padding(problem: PlacementProblem, max_nodes: object, max_edges: object) -> tuple[int, int]:
+def padded_bytes(num_devices: int, device: bool, improve: bool = False) -> tuple[int, int]:
+    """Peak bytes per padded node and per padded edge of an env's construction, reset and first step (its
+    observation arrays and their temporaries), an upper estimate fitted to measured peaks
+    (``tests/envs/test_padding_memory.py`` checks it within 1.5x above them): the device-aware keys add
+    ``(N, D, 3)`` and ``(E, D * D)`` arrays, the improvement MDP its move arrays."""
+    d = num_devices
+    node = 800 + (96 if device else 24) * d + (100 if improve else 0)
+    edge = 144 + (24 * d * d if device else 0)
+    return node, edge
+
+
+def check_padding(
+    problem: PlacementProblem, max_nodes: object, max_edges: object, device: bool = True, improve: bool = False
+) -> tuple[int, int]:
     """``(N, E)``: the padded node and edge counts (the graph's own when ``None``): integers at least the
-    graph's, whose observation arrays (bytes per node and per edge, device-aware keys included) fit in memory.
+    graph's, whose observations (:func:`padded_bytes` per node and per edge) fit in memory.
 
     Raises:
         ConfigError: If a padding size is not an integer, smaller than the graph, or too large for memory
             (see :func:`~placement_gym.validation.padding_size`).
     """
     g, edges, d = problem.num_groups, problem.coarse.graph.num_edges, problem.num_devices
-    node_bytes, edge_bytes = 4 * (NUM_NODE_FEATURES + 2 + 4 * d) + d, 16 + 4 * (2 + d * d)
+    node_bytes, edge_bytes = padded_bytes(d, device, improve)
     n = g if max_nodes is None else padding_size(max_nodes, "max_nodes", g, node_bytes)
     e = edges if max_edges is None else padding_size(max_edges, "max_edges", edges, edge_bytes)
     require_memory(n * node_bytes + e * edge_bytes, f"the observations of {n} groups, {e} edges, {d} devices")

@@ -84,7 +84,7 @@ def test_sequential_actions_are_one_integer() -> None:
         ({"max_nodes": True}, "max_nodes must be an integer"),
         ({"max_nodes": "64"}, "max_nodes must be an integer"),
         ({"max_nodes": 3}, "smaller than the graph"),
-        ({"max_nodes": 10**10}, r"max_nodes=10000000000 needs at least 1\.\d TiB of memory"),
+        ({"max_nodes": 10**10}, r"max_nodes=10000000000 needs at least \d+\.\d TiB of memory"),
         ({"max_edges": 10**10}, "max_edges=10000000000 needs at least"),
         ({"max_edges": 7.0}, "max_edges must be an integer"),
     ],
