@@ -14,6 +14,7 @@ from experiments import transfer
 from experiments.bench import run_cell
 from experiments.transfer_board import render_transfer, transfer_rows
 from experiments.validate import validate
+from placement_gym import transfer as track
 from placement_gym.errors import ConfigError
 from placement_gym.protocol import Task
 from placement_gym.transfer import VERSION, read_pretraining
@@ -100,5 +101,15 @@ def test_the_committed_transfer_page_is_generated_from_the_stored_rows() -> None
     root = Path(__file__).resolve().parents[2]
     rejected: list[str] = []
     rows = transfer_rows(root / RESULTS, rejected=rejected)
+    assert not rejected, rejected[:3]
+    by_method: dict[str, set] = {}
+    for r in rows:
+        by_method.setdefault(r.method.partition(":")[0], set()).add((r.model, r.platform, r.seed))
+    tasks = {(t.model, t.platform) for t in track.TRANSFER_TASKS}
+    for name in ("random_search", "local_search", "guided_improvement", "pretrained_ppo", "guided_ppo",
+                 "transfer_agent"):  # fmt: skip
+        assert by_method.get(name) == {(m, p, s) for m, p in tasks for s in range(5)}, name
+    assert by_method["heft"] == {(m, p, 0) for m, p in tasks}  # seedless: one run per task
+    assert {r.track for r in rows} == {"black-box", "white-box"}
     expected = render_transfer(rows, rejected=rejected)
     assert (root / PAGE).read_text() == expected, "regenerate it: placement-gym leaderboard"
