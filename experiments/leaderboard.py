@@ -61,6 +61,8 @@ METHODS: tuple[str, ...] = (
     "a2c_gnn",
     "maskable_ppo_gnn",
     "ppo_mlp",
+    "ppo_gnn:observation=graph",
+    "a2c_gnn:observation=graph",
 )
 #: Progress lines, flushed (the run is long and usually logs to a file).
 _PRINT = functools.partial(print, flush=True)
