@@ -48,20 +48,34 @@ from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.platforms import load_platform
 
 VARIANTS = ("queue", "threads", "queue+awake")
-_SPIN = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True:\n    pass\n"
+_SPIN = "while True:\n    pass\n"
+
+
+def _idle_on(cpu: int) -> None:
+    """Run the calling (forked, not yet exec'd) process on ``cpu`` alone at idle priority."""
+    os.sched_setaffinity(0, {cpu})
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 class Spinners:
-    """One idle-priority busy-loop process per CPU of this process, paused until :meth:`awake`."""
+    """One idle-priority busy-loop process per CPU of this process, stopped except inside :meth:`awake`.
+
+    A stop takes effect only when the spinner next runs, which for an idle-priority task on a busy CPU
+    can be much later, so the constructor and the end of :meth:`awake` wait until every spinner stopped.
+    """
 
     def __init__(self) -> None:
-        self.procs = []
-        for cpu in sorted(os.sched_getaffinity(0)):
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _SPIN], preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c})
-            )
-            os.kill(proc.pid, signal.SIGSTOP)
-            self.procs.append(proc)
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", _SPIN], preexec_fn=lambda c=cpu: _idle_on(c))
+            for cpu in sorted(os.sched_getaffinity(0))
+        ]
+        self._stop()
+
+    def _stop(self) -> None:
+        for p in self.procs:
+            os.kill(p.pid, signal.SIGSTOP)
+        for p in self.procs:
+            os.waitpid(p.pid, os.WUNTRACED)  # returns once the spinner is stopped
 
     @contextmanager
     def awake(self):
@@ -70,8 +84,7 @@ class Spinners:
         try:
             yield
         finally:
-            for p in self.procs:
-                os.kill(p.pid, signal.SIGSTOP)
+            self._stop()
 
     def close(self) -> None:
         for p in self.procs:

@@ -56,10 +56,9 @@ def _state(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-def _cpu_ticks(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def _cpu_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat") as f:  # time on a CPU in ns (clock ticks miss a short run)
+        return int(f.read().split()[0])
 
 
 def test_spinners_run_at_idle_priority_only_while_awake() -> None:
@@ -67,14 +66,19 @@ def test_spinners_run_at_idle_priority_only_while_awake() -> None:
     try:
         assert len(spinners.procs) == len(os.sched_getaffinity(0))
         pid = spinners.procs[0].pid
-        time.sleep(0.3)
+        assert os.sched_getaffinity(pid) == {min(os.sched_getaffinity(0))}
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
         assert _state(pid) == "T"  # stopped until awake
+        ran = _cpu_ns(pid)
         with spinners.awake():
-            time.sleep(0.5)
-            assert os.sched_getscheduler(pid) == os.SCHED_IDLE
-            assert _cpu_ticks(pid) > 0
-        time.sleep(0.1)
-        assert _state(pid) == "T"
+            deadline = time.monotonic() + 60  # at idle priority it runs only when its CPU has time to spare
+            while _cpu_ns(pid) == ran and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _cpu_ns(pid) > ran and _state(pid) != "T"
+        assert _state(pid) == "T"  # stopped again as awake() returns
+        ran = _cpu_ns(pid)
+        time.sleep(0.2)
+        assert _cpu_ns(pid) == ran
     finally:
         spinners.close()
     assert all(p.poll() is not None for p in spinners.procs)
