@@ -84,11 +84,17 @@ def test_help_lists_methods_and_every_flag_has_help(capsys) -> None:
     assert cli.main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(name in text for name in METHODS)
-    parser = cli.build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in subparsers.choices.items():
+    commands = [([name], sub) for name, sub in _subcommands(cli.build_parser())]
+    while commands:  # every subcommand, nested ones (transfer pretrain) included
+        name, sub = commands.pop()
         for action in sub._actions:
-            assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
+            assert action.help, f"{' '.join(name)} {action.option_strings or action.dest} has no help text"
+        commands += [([*name, n], s) for n, s in _subcommands(sub)]
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [item for a in actions for item in a.choices.items()]
 
 
 def test_one_shot_methods_have_no_misleading_budget(tmp_path, capfd) -> None:
