@@ -35,6 +35,7 @@ import re
 import sys
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,21 +334,29 @@ def parameters(target: Any) -> tuple[dict[str, Any], bool]:
         open_kwargs = _collect(target, params, hints)
         return hints, open_kwargs
     open_kwargs = False
-    for klass in target.__mro__:
-        init = klass.__dict__.get("__init__")
-        if klass is object:
-            break
-        if init is None:
-            continue
-        open_kwargs = _collect(init, list(inspect.signature(init).parameters.values())[1:], hints)
-        if not open_kwargs:
-            break
+    for init, params in _constructors(target):
+        open_kwargs = _collect(init, params, hints)
     forwarded = getattr(target, "forwarded_parameters", None)
     if open_kwargs and callable(forwarded):  # where the **kwargs go (an SB3 learner: its algorithm)
         for name, hint in forwarded().items():
             hints.setdefault(name, hint)
         open_kwargs = False
     return hints, open_kwargs
+
+
+def _constructors(target: type) -> Iterator[tuple[Any, list[inspect.Parameter]]]:
+    """``(__init__, its parameters after self)`` of each class along ``target``'s MRO that defines one, up to
+    and including the first without ``**kwargs`` (the arguments go no further)."""
+    for klass in target.__mro__:
+        init = klass.__dict__.get("__init__")
+        if klass is object:
+            return
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        yield init, params
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return
 
 
 def _collect(fn: Any, params: list[inspect.Parameter], hints: dict[str, Any]) -> bool:
@@ -418,18 +427,14 @@ def defaults(target: Any) -> dict[str, Any]:
         except (TypeError, ValueError):
             return out
         return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-    for klass in target.__mro__:
-        init = klass.__dict__.get("__init__")
-        if klass is object:
-            break
-        if init is None:
-            continue
-        params = list(inspect.signature(init).parameters.values())[1:]
+    open_kwargs = True  # until a constructor without **kwargs: the arguments then go no further
+    for _, params in _constructors(target):
         for p in params:
             if p.default is not inspect.Parameter.empty:
                 out.setdefault(p.name, p.default)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            return out
+        open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    if not open_kwargs:
+        return out
     algorithm = getattr(target, "algorithm", None)  # a Stable-Baselines3 algorithm run as it is
     forwarded = getattr(target, "forwarded_parameters", None)
     if inspect.isclass(algorithm) and callable(forwarded):  # its **kwargs reach the algorithm unchanged

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +178,39 @@ def score_matrices(
             continue
         matrices[method] = matrix
     return matrices, tasks, left_out
+
+
+@dataclass
+class Ranking:
+    """Methods ranked by the IQM of their normalised scores (ties by name), for a leaderboard table.
+
+    Attributes:
+        matrices, tasks, left_out: :func:`score_matrices` of the rows.
+        stats: Per method, ``"iqm"`` and ``"optimality_gap"`` as ``(point, low, high)`` (95% intervals).
+        order: The ranked methods.
+        by_method: The rows of each method.
+    """
+
+    matrices: dict[str, np.ndarray]
+    tasks: list[tuple[str, str]]
+    left_out: dict[str, str]
+    stats: dict[str, dict[str, tuple[float, float, float]]]
+    order: list[str]
+    by_method: dict[str, list[ResultRow]]
+
+
+def rank_methods(rows: list[ResultRow]) -> Ranking:
+    """The :class:`Ranking` of ``rows``' methods."""
+    matrices, tasks, left_out = score_matrices(list(rows))
+    stats = {
+        m: {f.__name__: (f(s), *stratified_interval(s, f)) for f in (iqm, optimality_gap)}
+        for m, s in matrices.items()
+    }
+    order = sorted(matrices, key=lambda m: (-stats[m]["iqm"][0], m))
+    by_method: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        by_method.setdefault(r.method, []).append(r)
+    return Ranking(matrices, tasks, left_out, stats, order, by_method)
 
 
 def score_curves(rows: list[ResultRow], budget: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -252,18 +252,12 @@ def row_track(row: ResultRow) -> str:
 def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -> list[str]:
     """The page's section of one tier and track: the ranked table (IQM order), the per-task scores, the
     methods left out and why."""
-    from experiments.aggregate import iqm, optimality_gap, score_matrices, stratified_interval
+    from experiments.aggregate import rank_methods
     from placement_gym.protocol import TIERS
 
-    matrices, tasks, left_out = score_matrices(list(rows))
-    stats = {
-        m: {f.__name__: (f(s), *stratified_interval(s, f)) for f in (iqm, optimality_gap)}
-        for m, s in matrices.items()
-    }
-    order = sorted(matrices, key=lambda m: (-stats[m]["iqm"][0], m))
-    by_method: dict[str, list[ResultRow]] = {}
-    for r in rows:
-        by_method.setdefault(r.method, []).append(r)
+    ranking = rank_methods(list(rows))
+    matrices, tasks, left_out = ranking.matrices, ranking.tasks, ranking.left_out
+    stats, order, by_method = ranking.stats, ranking.order, ranking.by_method
     heading = (
         f"### Tier `{tier}`, {TRACK_TITLES[track]}"
         if track is not None

@@ -81,17 +81,11 @@ def _pretraining_cells(rows: Sequence[ResultRow]) -> tuple[str, str]:
 
 def track_table(rows: Sequence[ResultRow], track: str) -> list[str]:
     """One track's section: the ranked table and the mean score per task."""
-    from experiments.aggregate import iqm, optimality_gap, score_matrices, stratified_interval
+    from experiments.aggregate import rank_methods
 
-    matrices, tasks, left_out = score_matrices(list(rows))
-    stats = {
-        m: {f.__name__: (f(s), *stratified_interval(s, f)) for f in (iqm, optimality_gap)}
-        for m, s in matrices.items()
-    }
-    order = sorted(matrices, key=lambda m: (-stats[m]["iqm"][0], m))
-    by_method: dict[str, list[ResultRow]] = {}
-    for r in rows:
-        by_method.setdefault(r.method, []).append(r)
+    ranking = rank_methods(list(rows))
+    matrices, tasks, left_out = ranking.matrices, ranking.tasks, ranking.left_out
+    stats, order, by_method = ranking.stats, ranking.order, ranking.by_method
 
     def cell(value: tuple[float, float, float]) -> str:
         return f"{value[0]:.3f} [{value[1]:.3f}, {value[2]:.3f}]"
