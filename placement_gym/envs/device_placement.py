@@ -111,9 +111,9 @@ class DevicePlacementEnv(gym.Env):
     ``info`` is empty after ``reset()`` and after the non-final steps of sequential mode with
     ``sequential_reward="final"``. After an evaluated step (the one-shot step, the last sequential step, or
     every step with ``"incremental"``) it holds ``latency`` and ``baseline_latency`` (seconds), ``speedup``
-    (``baseline / latency``, 0 if infeasible; these two only if the problem has a baseline), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks: the
-    normalised score ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device,
-    1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
+    (``baseline / latency``, 0 if infeasible; these two only if the problem has a baseline), ``score`` (only for tasks with a stored reference optimum, i.e. simulated zoo tasks, and never
+    while an agent runs under the benchmark protocol: the normalised score
+    ``(baseline / latency - 1) / (baseline / optimum - 1)``, 0 = best single device, 1 = optimum), ``feasible``, ``reason`` ("" when feasible), ``spread`` and ``samples`` (measured: IQR in
     seconds and timed runs; 0 for the simulator), ``latency_ci_ms`` and ``latency_rel_ci`` (half-width of the
     95% confidence interval of ``latency``, in ms and relative to it; 0 for the simulator and for
     infeasible placements), ``placement`` (the ``(G,)`` placement evaluated, unplaced groups on the host)

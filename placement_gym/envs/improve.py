@@ -117,7 +117,8 @@ class DevicePlacementImproveEnv(gym.Env):
     was infeasible), ``feasible``, ``reason``, ``current_latency`` and ``placement`` (after the step),
     ``start_latency``, ``best_latency`` and ``best_placement`` (the fastest placement of this episode,
     the start included), ``steps``, ``moved`` (groups sent by the step; 0 after ``reset``), and where the
-    task has a baseline ``baseline_latency`` and, with a stored reference optimum, ``score`` and
+    task has a baseline ``baseline_latency`` and, with a stored reference optimum (never while an agent runs
+    under the benchmark protocol), ``score`` and
     ``best_score`` (the normalised scores of ``current_latency`` and ``best_latency``: 0 = the best single
     device, 1 = the optimum).
 
