@@ -263,7 +263,7 @@ class SB3Method(PlacementMethod):
                 f"budget={tracker.budget} is too small: training needs n_envs={self.n_envs} evaluations "
                 "per step plus one for the final placement"
             )
-        # the budget-scaled learning rate was measured on one-shot placement only (docs/rl.md)
+        # the budget-scaled learning rate was measured on one-shot placement only (docs/research-notes.md)
         self.run_budget = tracker.budget if getattr(env.unwrapped, "mode", None) == "oneshot" else None
         steps_per_eval = 1 if env.unwrapped.mode == "oneshot" else env.unwrapped.num_groups
         # One thread count from building the model to the final episode: the initial weights depend on it

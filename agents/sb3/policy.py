@@ -10,7 +10,7 @@ weights alone move every group's logits together (one gradient step that favours
 group favours it for all groups with similar embeddings), and on one-step episodes the policy then
 slides onto one device. The per-(group, device) bias (``pair_bias_scale=s > 0``, zero at the start, so
 the initial policy is the MLP's) lets each pair move on its own; the scale ``s`` is its learning-rate
-multiplier under Adam (docs/rl.md has the measurements). It is tied to the padding ``N`` (a policy with
+multiplier under Adam (docs/research-notes.md has the measurements). It is tied to the padding ``N`` (a policy with
 ``s = 0`` has no such parameter). The value comes from an MLP on the graph context. The features must
 come from a :class:`~agents.sb3.extractors.GraphExtractor`.
 

@@ -2,7 +2,7 @@
 
 One place for the settings the SB3 methods (:mod:`agents.sb3.methods`), the example script
 (``examples/train_ppo_gnn.py``) and the rl-zoo3 YAML files (``experiments/hyperparams/``) use; docs/rl.md
-has the measurements behind them and their commands.
+describes them and docs/research-notes.md has the measurements behind them and their commands.
 
 * ``"oneshot"`` (``DevicePlacement*`` IDs, one step per episode, ``MultiDiscrete([D] * N)``): an episode is
   one placement, so ``gamma`` and GAE do not matter. The joint ratio of ``N`` per-group probabilities
@@ -71,7 +71,7 @@ _IMPROVE_PPO = {
 }
 
 #: The one-shot PPO learning rate at or below :data:`LR_REFERENCE_BUDGET` evaluations, and how it falls
-#: past it (:func:`budget_learning_rate`; docs/rl.md has the measurements).
+#: past it (:func:`budget_learning_rate`; docs/research-notes.md has the measurements).
 LR_REFERENCE_BUDGET = 500
 LR_BUDGET_EXPONENT = 0.6
 
