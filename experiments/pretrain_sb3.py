@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         "--synthetic",
         type=float,
         default=0.0,
-        help="share of synthetic graphs (default 0: no measurable zero-shot effect, docs/pretrained.md)",
+        help="share of synthetic graphs (default 0: no measurable zero-shot effect, docs/research-notes.md)",
     )
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS))
     parser.add_argument("--n-envs", type=int, default=4)
