@@ -125,10 +125,13 @@ _STOP = {"&&", "||", "|", ";", ">", ">>", "2>&1", "&"}
 
 
 def _commands(text: str) -> list[list[str]]:
-    """The shell tokens of every command line quoted in ``text``'s code blocks and code spans."""
+    """The shell tokens of every command line quoted in ``text``'s code blocks and code spans, and of every
+    command a shell variable holds (``B="placement-gym bench ..."``)."""
     chunks = [re.sub(r"\\\n", " ", block) for block in _code_blocks(text)]
     chunks += [m.group(2).replace("\n", " ") for m in _SPAN.finditer(_prose(text))]
-    return [_tokens(line) for chunk in chunks for line in chunk.split("\n")]
+    commands = [_tokens(line) for chunk in chunks for line in chunk.split("\n")]
+    held = [_tokens(t.split("=", 1)[1]) for tokens in commands for t in tokens if re.match(r"\w+=\S*\s", t)]
+    return commands + held
 
 
 def _tokens(line: str) -> list[str]:

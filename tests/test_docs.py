@@ -145,12 +145,14 @@ def test_cli_check_reads_code_blocks_and_spans(parser) -> None:
         "```bash\ncd examples && placement-gym transfer fit \\\n    --out x   # placement-gym nothing\n"
         "```\n\n"
         "    python -m experiments.no_such_module --out x\n    python -m experiments.tables --check\n\n"
-        "A `placement-gym\nleaderboard --runs tiny` span over two lines.\n"
+        "A `placement-gym\nleaderboard --runs tiny` span over two lines.\n\n"
+        '    B="placement-gym bench --tiers tiny"\n    $B --seeds 0\n'
     )
     problems = cli_problems(page, parser)
-    assert len(problems) == 4, problems
-    for expected in ("no option --method", "no subcommand 'fit'", "experiments.no_such_module", "--runs"):
-        assert any(expected in p for p in problems), expected
+    assert len(problems) == 5, problems
+    found = "\n".join(problems)
+    for expected in ("--method", "no subcommand 'fit'", "experiments.no_such_module", "--runs", "--tiers"):
+        assert expected in found, expected
 
 
 def test_cli_page_documents_every_subcommand(parser) -> None:
