@@ -7,7 +7,8 @@
   kernel's interfaces (``/dev/``, ``/proc/``, ``/sys/``) are allowed. Placeholders are ``<dir>``.
 * :func:`cli_problems`: every ``placement-gym <sub> ...`` command quoted in a code block or a code span
   names a subcommand (and stage) the parser has, and only options (and choices) that subcommand defines;
-  every ``python -m experiments.<module>`` names a module that exists.
+  given a :class:`Registry`, its ``--env`` IDs are registered and its ``--methods`` name registered
+  methods (or ``module:attr``); every ``python -m experiments.<module>`` names a module that exists.
 * :func:`issue_numbers`: no issue or pull-request number (``#12``, "issue 22", "item 7").
 """
 
@@ -17,6 +18,7 @@ import argparse
 import re
 import shlex
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +157,8 @@ def _command_end(tokens: list[str]) -> list[str]:
 
 
 def _placeholder(token: str) -> bool:
-    return "<" in token or "..." in token or "\u2026" in token
+    """``<dir>``, ``FILE...``, ``NAME``, ``$B``: a token that stands for a value."""
+    return "<" in token or "..." in token or "\u2026" in token or token.startswith("$") or token.isupper()
 
 
 def subparsers_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser] | None:
@@ -185,26 +188,45 @@ def _values(action: argparse.Action, token: str, rest: list[str]) -> list[str]:
     return values
 
 
+@dataclass(frozen=True)
+class Registry:
+    """What a quoted command's values must name: registered env IDs and method names."""
+
+    env_ids: frozenset[str]
+    methods: frozenset[str]
+
+
+def _unknown_method(spec: str, methods: frozenset[str]) -> bool:
+    """A spec naming neither a registered method (``heft``, ``milp:time_limit=60``) nor ``module:attr``."""
+    parts = spec.split(":")
+    return parts[0] not in methods and (len(parts) < 2 or "=" in parts[1] or not parts[1])
+
+
 def _value_problems(
-    name: str, action: argparse.Action, values: list[str], env_ids: set[str] | None
+    name: str, action: argparse.Action, values: list[str], registry: Registry | None
 ) -> list[str]:
-    """Values outside the option's choices, and ``--env`` values that are not registered IDs."""
+    """Values outside the option's choices; given ``registry``, ``--env`` values that are not registered IDs
+    and ``--methods`` values that name no method."""
     values = [v for v in values if not _placeholder(v)]
     problems = []
     if action.choices is not None and any(v not in action.choices for v in values):
         bad = [v for v in values if v not in action.choices]
         problems.append(f"{name}: {bad} not among {sorted(action.choices)}")
-    if name == "--env" and env_ids is not None and any(v not in env_ids for v in values):
-        problems.append(f"--env: {[v for v in values if v not in env_ids]} not registered")
+    if registry is not None and name == "--env" and any(v not in registry.env_ids for v in values):
+        problems.append(f"--env: {[v for v in values if v not in registry.env_ids]} not registered")
+    if registry is not None and name == "--methods":
+        unknown = [v for v in values if _unknown_method(v, registry.methods)]
+        if unknown:
+            problems.append(f"{name}: {unknown} name no registered method and no module:attr")
     return problems
 
 
 def check_command(
-    tokens: list[str], parser: argparse.ArgumentParser, env_ids: set[str] | None = None
+    tokens: list[str], parser: argparse.ArgumentParser, registry: Registry | None = None
 ) -> list[str]:
     """Problems of one command's arguments (``tokens``, the program left out) against ``parser``: an
     unknown subcommand or stage, an option the subcommand lacks, a value outside an option's choices, and
-    (given ``env_ids``) an ``--env`` value that is not a registered ID."""
+    (given ``registry``) an env ID or a method that is not registered."""
     problems, path, i = [], ["placement-gym"], 0
     while i < len(tokens):
         token, i = tokens[i], i + 1
@@ -220,7 +242,7 @@ def check_command(
                 continue
             values = _values(action, token, tokens[i:])
             i += 0 if "=" in token else len(values)
-            problems += [f"{' '.join(path)} {p}" for p in _value_problems(name, action, values, env_ids)]
+            problems += [f"{' '.join(path)} {p}" for p in _value_problems(name, action, values, registry)]
         elif stages is not None:
             if token not in stages:
                 return [*problems, f"{' '.join(path)}: no subcommand {token!r}"]
@@ -235,7 +257,7 @@ def _module_exists(module: str, root: Path) -> bool:
 
 
 def cli_problems(
-    text: str, parser: argparse.ArgumentParser, env_ids: set[str] | None = None, root: Path = ROOT
+    text: str, parser: argparse.ArgumentParser, registry: Registry | None = None, root: Path = ROOT
 ) -> list[str]:
     """Problems of every ``placement-gym`` and ``python -m experiments...`` command quoted in ``text``
     (see :func:`check_command`); a ``python -m experiments.<module>`` must name a module of ``root``."""
@@ -246,7 +268,7 @@ def cli_problems(
             module = tokens[i + 2] if python_m and len(tokens) > i + 2 else ""
             if token == "placement-gym" or token.endswith("/placement-gym") or module == "experiments.cli":
                 args = _command_end(tokens[i + (3 if module else 1) :])
-                found = check_command(args, parser, env_ids)
+                found = check_command(args, parser, registry)
                 problems += [f"`placement-gym {' '.join(args)[:80]}`: {p}" for p in found]
             elif module.startswith("experiments.") and not _placeholder(module):
                 if not _module_exists(module, root):

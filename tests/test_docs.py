@@ -10,6 +10,7 @@ import pytest
 
 from tests.doc_checks import (
     ROOT,
+    Registry,
     absolute_paths,
     check_command,
     cli_problems,
@@ -35,12 +36,13 @@ def parser():
 
 
 @pytest.fixture(scope="module")
-def env_ids() -> set[str]:
+def registry() -> Registry:
     import gymnasium as gym
 
+    import agents  # the method names (no torch)
     import placement_gym  # noqa: F401  (registers the IDs)
 
-    return set(gym.registry)
+    return Registry(env_ids=frozenset(gym.registry), methods=frozenset(agents.METHODS))
 
 
 def _subcommands(parser) -> dict[str, list[str]]:
@@ -100,8 +102,8 @@ def test_absolute_path_check_catches_machine_paths() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_id)
-def test_quoted_cli_commands_parse(page: Path, parser, env_ids) -> None:
-    problems = cli_problems(page.read_text(), parser, env_ids)
+def test_quoted_cli_commands_parse(page: Path, parser, registry) -> None:
+    problems = cli_problems(page.read_text(), parser, registry)
     assert not problems, f"{_id(page)}: {problems}"
 
 
@@ -117,10 +119,12 @@ def test_quoted_cli_commands_parse(page: Path, parser, env_ids) -> None:
         ("bench --tier huge", "not among"),
         ("datasets --modes oneshot offline", "not among"),
         ("train --agent heft --env DevicePlacementSim-nonet-v0", "not registered"),
+        ("bench --methods heft guided_search:depth=4", "name no registered method"),
+        ("train --agent ppo_gnnn --env DevicePlacementSim-bert-v1", "not among"),
     ],
 )
-def test_cli_check_catches_a_stale_command(command: str, problem: str, parser, env_ids) -> None:
-    problems = check_command(command.split(), parser, env_ids)
+def test_cli_check_catches_a_stale_command(command: str, problem: str, parser, registry) -> None:
+    problems = check_command(command.split(), parser, registry)
     assert len(problems) == 1 and problem in problems[0], problems
 
 
@@ -133,10 +137,11 @@ def test_cli_check_catches_a_stale_command(command: str, problem: str, parser, e
         "<command> --help",
         "train --agent ppo_gnn --env DevicePlacementSim-bert-v1 --budget=200",
         "calibrate --model M ...",
+        "bench --methods milp:time_limit=60 my_pkg.my_module:MyAgent stable_baselines3:PPO:n_steps=64 $M",
     ],
 )
-def test_cli_check_accepts_valid_commands(command: str, parser, env_ids) -> None:
-    assert check_command(command.split(), parser, env_ids) == []
+def test_cli_check_accepts_valid_commands(command: str, parser, registry) -> None:
+    assert check_command(command.split(), parser, registry) == []
 
 
 def test_cli_check_reads_code_blocks_and_spans(parser) -> None:
