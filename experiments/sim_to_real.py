@@ -283,8 +283,7 @@ def summary(rows: list[dict[str, Any]], rounds: int) -> list[str]:
             if s is None:
                 continue
             counts = np.bincount(np.asarray(s["placement"]), minlength=2)
-            simulated = {"sim_best": sim and sim["sim_best_sim_ms"], "heft": sim and sim["heft_sim_ms"]}
-            simulated = simulated.get(kind)
+            simulated = _simulated(sim, s["placement"])
             lines.append(
                 f"| {model} | {kind} | {counts[0]} / {counts[1]} | "
                 f"{'-' if simulated is None else f'{simulated:.2f}'} | "
@@ -292,6 +291,13 @@ def summary(rows: list[dict[str, Any]], rounds: int) -> list[str]:
                 f"{s['raw_ms']:.2f} ({s['raw_low_ms']:.2f}-{s['raw_high_ms']:.2f}) | "
                 f"{s['rounds']}/{rounds} | "
                 f"{s['load'][0]:.2f}-{s['load'][1]:.2f} |"
+            )
+        if stats.get("fine_tuned") and stats.get("sim_best"):
+            same = stats["fine_tuned"]["placement"] == stats["sim_best"]["placement"]
+            notes.append(
+                f"- {model}: the fine-tuned placement "
+                + ("is the simulator's best (no placement measured faster than it during the fine-tune)"
+                   if same else "differs from the simulator's best")
             )
         if stats:
             v = verdict(stats)
@@ -311,6 +317,16 @@ def summary(rows: list[dict[str, Any]], rounds: int) -> list[str]:
         if missing or any(stats.get(k, {}).get("rounds", 0) < rounds for k in KINDS):
             notes.append(f"- {model}: unfinished ({', '.join(missing) or 'compare rounds'} missing)")
     return lines + [""] + notes
+
+
+def _simulated(sim: dict[str, Any] | None, placement: list[int]) -> float | None:
+    """The simulated latency (ms) of ``placement`` if it is the simulator's best or HEFT's, else None."""
+    if sim is None:
+        return None
+    for key in ("sim_best", "heft"):
+        if sim[key] == placement:
+            return float(sim[f"{key}_sim_ms"])
+    return None
 
 
 def run_model(model: str, args: argparse.Namespace, out: Path) -> None:
