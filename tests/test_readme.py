@@ -53,22 +53,36 @@ def _expand(pattern: str) -> list[str]:
     return ["".join(c) for c in itertools.product(*choices)]
 
 
-def _table_ids() -> list[str]:
-    text = README.read_text()
-    table = text.split("<!-- env-table -->", 1)[1].split("\n\n", 1)[0]
+def _table_ids(page: Path = README, marker: str = "<!-- env-table -->") -> list[str]:
+    text = page.read_text()
+    table = text.split(marker, 1)[1].split("\n\n", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     return [i for row in rows for i in _expand(row.split("`")[1])]
 
 
 def test_env_table_is_the_registry_both_ways() -> None:
+    """The README lists every registered ID but the old ones, which docs/environments.md lists as aliases."""
     ids = _table_ids()
     registered = [k for k, spec in gym.registry.items() if str(spec.entry_point).startswith("placement_gym")]
+    canonical = [k for k in registered if k not in placement_gym.ALIASES]
     assert len(ids) == len(set(ids)), "an ID appears twice in the README's env table"
-    assert set(ids) == set(registered), (
-        f"in the README, not registered: {sorted(set(ids) - set(registered))}; "
-        f"registered, not in the README: {sorted(set(registered) - set(ids))}"
+    assert set(ids) == set(canonical), (
+        f"in the README, not registered: {sorted(set(ids) - set(canonical))}; "
+        f"registered, not in the README: {sorted(set(canonical) - set(ids))}"
     )
-    assert set(placement_gym.ENV_IDS) <= set(ids)
+    assert not set(ids) & set(placement_gym.ALIASES), "an old ID in the README's env table"
+
+
+def test_alias_table_is_the_aliases_both_ways() -> None:
+    page = ROOT / "docs" / "environments.md"
+    table = page.read_text().split("<!-- alias-table -->", 1)[1].split("\n\n", 1)[0]
+    lines = [line for line in table.splitlines() if line.startswith("| `")]
+    rows = [[c.strip().strip("`") for c in line.strip("|").split("|")] for line in lines]
+    aliases = {old: new for row in rows for old, new in zip(_expand(row[0]), _expand(row[1]), strict=True)}
+    assert aliases == placement_gym.ALIASES
+
+
+_MDPS = {"one-shot": "oneshot", "sequential": "sequential", "improvement": "improve"}
 
 
 def test_env_table_says_what_each_id_is() -> None:
@@ -76,14 +90,16 @@ def test_env_table_says_what_each_id_is() -> None:
     lines = [line for line in text.splitlines() if line.startswith("| `")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
     for row in rows:
-        env_id = _expand(row[0].strip("`"))[0]
-        if row[1] == "`backend=`":  # the generic IDs take everything as arguments
-            continue
-        spec = gym.spec(env_id)
-        assert row[1] == spec.kwargs["backend"], env_id
-        assert row[2].strip("`").split("`")[0] == spec.kwargs["platform"], env_id
-        assert (row[1] == "measured") == bool(spec.nondeterministic), env_id
-        assert (row[5] == "improvement") == ("Improve" in str(spec.entry_point)), env_id
+        mdps = {_MDPS[m.strip()] for m in row[5].split(";")}
+        for env_id in _expand(row[0].strip("`")):
+            spec = gym.spec(env_id)
+            mdp = "improve" if "Improve" in str(spec.entry_point) else spec.kwargs.get("mode", "oneshot")
+            assert mdp in mdps, env_id
+            if row[1] == "`backend=`":  # the generic IDs take everything as arguments
+                continue
+            assert row[1] == spec.kwargs["backend"], env_id
+            assert spec.kwargs["platform"] in row[2].replace("`", "").split(", "), env_id
+            assert (row[1] == "measured") == bool(spec.nondeterministic), env_id
 
 
 def test_the_ci_commands_are_where_ci_reads_them() -> None:

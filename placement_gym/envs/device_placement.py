@@ -39,22 +39,27 @@ class DevicePlacementEnv(gym.Env):
     episode ends once all ``G`` groups are placed. Improving a complete placement one move at a time is
     :class:`~placement_gym.envs.DevicePlacementImproveEnv` (``DevicePlacementImprove-*`` IDs).
 
-    Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists them all), for ``<model>`` in
-    ``inception_v3``, ``resnet50``, ``bert``:
+    Registered IDs (``import placement_gym``; ``placement_gym.ENV_IDS`` lists the one-shot ones,
+    ``placement_gym.SEQUENTIAL_IDS`` the sequential ones, ``placement_gym.env_id(model, platform, mdp=,
+    backend=)`` returns one), ``DevicePlacement<MDP>-<model>-<platform>-<backend>-v<N>`` with ``<MDP>``
+    nothing (one-shot) or ``Sequential`` (``mode="sequential"``):
 
-    * ``DevicePlacement-<model>-v1``: measured on the ``local`` platform (``nondeterministic=True``; the
-      adaptive repeats of the measured backend); ``DevicePlacement-<model>-v0``: the same with the first
-      protocol, a fixed 5 runs per placement;
-    * ``DevicePlacementSim-<model>-v1``: simulated ``cpu-dgpu`` (GPU calibrated against HSDAG's published
-      speedups); ``DevicePlacementSim-<model>-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
-      calibration);
-    * ``DevicePlacement-<model>-cpu_igpu-sim-v0``, ``DevicePlacement-<model>-multi_accel-sim-v0``: the task
-      suite (simulated; proven reference optima in ``placement_gym/tasks/optima.json``); also for the
-      held-out families ``vit_b16`` and ``convnext_t`` (zero-shot transfer tests, not for training);
-    * ``DevicePlacement-<model>-model_parallel-sim-v0``: the suite's memory-constrained tasks (simulated,
-      platform ``model-parallel``: every device's memory a fraction of the model's weights, so no single
-      device holds it; the baseline is the best of Baechi's memory-aware list schedulers);
-    * ``DevicePlacement-v0``: any arguments below (``nondeterministic=True``).
+    * ``DevicePlacement{,Sequential}-<model>-<platform>-sim-v0``: the task suite, simulated, for
+      ``<model>`` in ``inception_v3``, ``resnet50``, ``bert`` and ``<platform>`` in ``cpu_dgpu`` (GPU
+      calibrated against HSDAG's published speedups), ``cpu_igpu``, ``multi_accel`` and ``model_parallel``
+      (every device's memory a fraction of the model's weights, so no single device holds it; the baseline
+      is the best of Baechi's memory-aware list schedulers); ``resnet50`` on ``cpu_igpu_lowmem`` (the
+      mask-binding task); the held-out families on ``cpu_igpu`` and ``multi_accel`` (zero-shot transfer
+      tests, not for training). Reference optima in ``placement_gym/tasks/optima.json``;
+    * ``DevicePlacement-<model>-cpu_dgpu_v0-sim-v0``: simulated ``cpu-dgpu-v0`` (the first, datasheet
+      calibration of ``cpu-dgpu``);
+    * ``DevicePlacement-<model>-local-measured-v1``: measured on the ``local`` platform
+      (``nondeterministic=True``; the adaptive repeats of the measured backend); ``-v0``: the same with the
+      first protocol, a fixed 5 runs per placement;
+    * the first scheme's IDs, aliases with the same spec: ``DevicePlacementSim-<model>-v1`` (of
+      ``...-cpu_dgpu-sim-v0``), ``DevicePlacementSim-<model>-v0`` (of ``...-cpu_dgpu_v0-sim-v0``),
+      ``DevicePlacement-<model>-v<N>`` (of ``...-local-measured-v<N>``);
+    * ``DevicePlacement-v0``, ``DevicePlacementSequential-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
 
@@ -173,16 +178,21 @@ class DevicePlacementEnv(gym.Env):
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
       ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
       Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``.
-      ``DevicePlacement-<model>-v0`` keeps the first measurement protocol (a fixed 5 runs per placement,
-      ``placement_gym.MEASURED_V0_PROTOCOL``); ``DevicePlacement-v0`` takes the backend's current defaults.
-    * v1 (``DevicePlacement-<model>-v1``, measured): each latency is the median of runs repeated until its
-      95% interval is within +-2% (6 to 30 runs, a 10 s budget), not of a fixed 5; spaces and reward
-      definitions unchanged.
-    * v1 (``DevicePlacementSim-<model>-v1``): platform ``cpu-dgpu`` recalibrated against HSDAG's published
-      speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster than CPU-only
-      instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards differ.
-    * ``DevicePlacement-<model>-<cpu_igpu|multi_accel>-sim-v0``: initial version.
-    * ``DevicePlacement-<model>-model_parallel-sim-v0``: initial version.
+      ``DevicePlacement-<model>-v0`` (now ``DevicePlacement-<model>-local-measured-v0``) keeps the first
+      measurement protocol (a fixed 5 runs per placement, ``placement_gym.MEASURED_V0_PROTOCOL``);
+      ``DevicePlacement-v0`` takes the backend's current defaults.
+    * v1 (``DevicePlacement-<model>-local-measured-v1``, first ``DevicePlacement-<model>-v1``): each latency
+      is the median of runs repeated until its 95% interval is within +-2% (6 to 30 runs, a 10 s budget),
+      not of a fixed 5; spaces and reward definitions unchanged.
+    * v1 of ``DevicePlacementSim-<model>`` (now ``DevicePlacement-<model>-cpu_dgpu-sim-v0``; its v0 is
+      ``DevicePlacement-<model>-cpu_dgpu_v0-sim-v0``): platform ``cpu-dgpu`` recalibrated against HSDAG's
+      published speedups (GPU batch-1 efficiencies x0.25, convolutions x0.22; GPU-only 1.30-1.49x faster
+      than CPU-only instead of 4.3-4.6x); spaces and reward definitions unchanged, latencies and rewards
+      differ.
+    * ``DevicePlacement-<model>-<cpu_igpu|multi_accel|model_parallel>-sim-v0``: initial version.
+    * One ID scheme: ``DevicePlacement-<model>-<cpu_dgpu|cpu_dgpu_v0>-sim-v0``,
+      ``DevicePlacement-<model>-local-measured-v<N>`` and the ``DevicePlacementSequential-*`` IDs registered,
+      each the env of an old ID or of ``mode="sequential"`` unchanged; the old IDs stay registered as aliases.
     * Unregistered ``platform="local", backend="simulated"``: simulates the partitioned executor's segments
       (:mod:`placement_gym.simulation.segment_schedule`) with the executor's boundary figures, no longer
       the list schedule of groups; ``backend_kwargs={"schedule": "groups"}`` gives the old one.

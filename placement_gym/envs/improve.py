@@ -62,8 +62,9 @@ class DevicePlacementImproveEnv(gym.Env):
 
     * ``DevicePlacementImprove-<model>-<platform>-sim-v0`` for ``<model>`` in ``inception_v3``, ``resnet50``,
       ``bert`` and ``<platform>`` in ``cpu_dgpu``, ``cpu_igpu``, ``multi_accel``, ``model_parallel`` (the
-      12 suite tasks; ``cpu_dgpu`` is the platform of ``DevicePlacementSim-<model>-v1``), and for the
-      held-out families ``vit_b16``, ``convnext_t`` on ``cpu_igpu`` and ``multi_accel``;
+      12 suite tasks; ``cpu_dgpu`` is the platform of ``DevicePlacement-<model>-cpu_dgpu-sim-v0``),
+      ``resnet50`` on ``cpu_igpu_lowmem`` (the mask-binding task), and for the held-out families on
+      ``cpu_igpu`` and ``multi_accel`` (``placement_gym.env_id(model, platform, mdp="improve")``);
     * ``DevicePlacementImprove-v0``: any arguments below (``nondeterministic=True``).
 
     ## Action Space
