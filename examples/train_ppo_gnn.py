@@ -1,12 +1,14 @@
 """Train SB3 PPO with the project's GNN policy on a suite task, as a plain SB3 script, and print the score.
 
 The hyperparameters are the recipe's (:func:`agents.sb3.recipe.recipe`; one-shot PPO's learning rate for
-``--steps`` from :func:`~agents.sb3.recipe.budget_learning_rate`). On an improvement ID
-(``DevicePlacementImprove-*``) it trains sb3-contrib's MaskablePPO on the moves instead. Every env step
+``--steps`` from :func:`~agents.sb3.recipe.budget_learning_rate`); on a sequential ID
+(``DevicePlacementSequential-*``) the sequential recipe. On an improvement ID (``DevicePlacementImprove-*``)
+it trains sb3-contrib's MaskablePPO on the moves instead. Every env step
 evaluates one placement; :class:`~agents.sb3.callbacks.BestPlacementCallback` keeps the best one seen.
 
     python examples/train_ppo_gnn.py --env DevicePlacement-inception_v3-cpu_igpu-sim-v0 --steps 5000
     python examples/train_ppo_gnn.py --env DevicePlacementImprove-resnet50-cpu_igpu-sim-v0 --steps 500
+    python examples/train_ppo_gnn.py --env DevicePlacementSequential-resnet50-cpu_igpu-sim-v0 --steps 5000
     python examples/train_ppo_gnn.py --env DevicePlacement-v0 --model tiny_cnn --platform cpu-dgpu --steps 64
 """
 
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="DevicePlacement-inception_v3-cpu_igpu-sim-v0")
     parser.add_argument(
-        "--model", help="model of the generic IDs (DevicePlacement-v0, DevicePlacementImprove-v0)"
+        "--model", help="model of the generic IDs (DevicePlacement{,Sequential,Improve}-v0)"
     )
     parser.add_argument("--platform", help="platform of the generic IDs")
     parser.add_argument("--steps", type=int, default=5000, help="env steps (= evaluations)")
@@ -42,10 +44,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.model:
         kwargs.update(model=args.model, platform=args.platform or "cpu-dgpu", backend="simulated")
     env = gym.make(args.env, **kwargs)
-    r = recipe("improve", "maskable_ppo") if improve else recipe("oneshot", "ppo")
+    mode = "sequential" if args.env.startswith("DevicePlacementSequential") else "oneshot"
+    r = recipe("improve", "maskable_ppo") if improve else recipe(mode, "ppo")
     algo = MaskablePPO if improve else PPO
     hyperparams = dict(r.hyperparams)
-    if not improve:  # one-shot PPO: the learning rate falls with the steps it trains for
+    if mode == "oneshot" and not improve:  # one-shot PPO: the learning rate falls with the steps it trains for
         hyperparams["learning_rate"] = budget_learning_rate(args.steps, hyperparams["learning_rate"])
     model = algo(r.policy, env, policy_kwargs=r.policy_kwargs, seed=args.seed, **hyperparams)
     best = BestPlacementCallback()

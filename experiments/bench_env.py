@@ -5,10 +5,10 @@ Run pinned to one core for the reference figure (rates are per CPU second of thi
 printed with them):
 
     taskset -c 0 python -m experiments.bench_env [--models bert] [--steps 20000]
-    taskset -c 0 python -m experiments.bench_env --breakdown DevicePlacementSim-bert-v1  # each layer's time
-    taskset -c 0 python -m experiments.bench_env --sustained DevicePlacementSim-bert-v1 --steps 100000
+    taskset -c 0 python -m experiments.bench_env --breakdown DevicePlacement-bert-cpu_dgpu-sim-v0  # each layer's time
+    taskset -c 0 python -m experiments.bench_env --sustained DevicePlacement-bert-cpu_dgpu-sim-v0 --steps 100000
 
-For each model, on the one-shot IDs (``DevicePlacementSim-<model>-v1`` and the suite's
+For each model, on the one-shot IDs (``DevicePlacement-<model>-cpu_dgpu-sim-v0`` and the suite's
 ``DevicePlacement-<model>-<platform>-sim-v0``): the simulator alone (``Schedule.run`` on the same
 placements), and ``reset`` + ``step`` with a fresh uniformly random placement each episode (every step a
 new placement, so the simulator really runs; observation, info and validation included). On the
@@ -174,13 +174,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     load = os.getloadavg()[0]
     for model in args.models:
-        oneshot = [f"DevicePlacementSim-{model}-v1"] * (model in placement_gym.BENCHMARK_MODELS)
-        suite = (
-            placement_gym.SUITE_PLATFORMS
+        platforms = (
+            placement_gym.IMPROVE_PLATFORMS
             if model in placement_gym.BENCHMARK_MODELS
             else placement_gym.HELD_OUT_PLATFORMS
         )
-        oneshot += [placement_gym.suite_id(model, p) for p in suite]
+        oneshot = [placement_gym.env_id(model, p) for p in platforms]
         for env_id in oneshot:
             r = bench_oneshot(env_id, args.steps)
             rows.append({"env_id": env_id, "mode": "oneshot", **r})
@@ -189,9 +188,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['simulator']:,.0f}/s)",
                 flush=True,
             )
-        platforms = placement_gym.IMPROVE_PLATFORMS if model in placement_gym.BENCHMARK_MODELS else suite
         for platform in platforms:
-            env_id = placement_gym.improve_id(model, platform)
+            env_id = placement_gym.env_id(model, platform, mdp="improve")
             r = bench_improve(env_id, args.steps)
             rows.append({"env_id": env_id, "mode": "improve", **r})
             print(

@@ -12,7 +12,7 @@ One process per figure, so each make is a fresh start:
 ``--out`` (JSON lines) as they come, so a long run can be read while it runs.
 
 Usage:
-    python -m experiments.bench_measured_env --env DevicePlacement-bert-v1 --steps 50 --out results/bench_env.jsonl
+    python -m experiments.bench_measured_env --env DevicePlacement-bert-local-measured-v1 --steps 50 --out results/bench_env.jsonl
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-v1")
+    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--executor", default=None)
     parser.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,4 @@
-"""Memory of a long simulated run: resident set size over N steps of ``DevicePlacementSim-bert-v0`` with
+"""Memory of a long simulated run: resident set size over N steps of ``DevicePlacement-bert-cpu_dgpu_v0-sim-v0`` with
 distinct random placements, for several result-cache bounds (the simulated backend's ``cache_size``).
 
 Every step evaluates a new placement, so the LRU result cache fills up to its bound and the resident
@@ -30,7 +30,7 @@ def rss_mb():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
 steps, cache_size = int(sys.argv[1]), int(sys.argv[2])
-env = gym.make("DevicePlacementSim-bert-v0", backend_kwargs={"cache_size": cache_size})
+env = gym.make("DevicePlacement-bert-cpu_dgpu_v0-sim-v0", backend_kwargs={"cache_size": cache_size})
 env.reset(seed=0)
 backend = env.unwrapped.problem.backend
 rng = np.random.default_rng(0)

@@ -66,34 +66,24 @@ def dataset_id(model: str, platform: str, mode: str) -> str:
     return f"{NAMESPACE}/{model}-{platform.replace('-', '_')}/{mode}-v{VERSION}"
 
 
-def task_env_id(model: str, platform: str) -> str:
-    """The registered env ID of a simulated task (``DevicePlacement-<model>-<platform>-sim-v0``, or
-    ``DevicePlacementSim-<model>-v1`` for the reference ``cpu-dgpu`` platform)."""
+def task_env_id(model: str, platform: str, mode: str = "oneshot") -> str:
+    """The registered env ID of a simulated task in the MDP ``mode``
+    (``DevicePlacement<MDP>-<model>-<platform>-sim-v0``, :func:`placement_gym.env_id`)."""
     import placement_gym
 
-    ids = known_tasks()
-    if (model, platform) not in ids:
-        raise UnknownNameError("dataset task (model/platform)", f"{model}/{platform}", [f"{m}/{p}" for m, p in ids])
-    return ids[model, platform]
+    if (model, platform) not in known_tasks():
+        known = [f"{m}/{p}" for m, p in known_tasks()]
+        raise UnknownNameError("dataset task (model/platform)", f"{model}/{platform}", known)
+    return placement_gym.env_id(model, platform, mdp=mode)
 
 
 def known_tasks() -> dict[tuple[str, str], str]:
-    """The simulated tasks a dataset can be built of, ``(model, platform)`` -> registered env ID: the
-    ``DevicePlacementSim-<model>-v1`` envs on the reference platform and the suite's ``-sim-v0`` envs."""
+    """The simulated tasks a dataset can be built of, ``(model, platform)`` -> registered one-shot env ID:
+    the zoo models on ``cpu-dgpu`` and the suite's platforms, the held-out families' tasks."""
     import placement_gym
 
-    ids = set(placement_gym.ENV_IDS)
-    out: dict[tuple[str, str], str] = {}
-    for env_id in placement_gym.ENV_IDS:
-        if env_id.startswith("DevicePlacementSim-") and env_id.endswith("-v1"):
-            out[env_id.removeprefix("DevicePlacementSim-").removesuffix("-v1"), placement_gym.SIM_PLATFORM] = env_id
-    from placement_gym.zoo import MODELS
-
-    for model in MODELS:
-        for platform in placement_gym.SUITE_PLATFORMS:
-            if placement_gym.suite_id(model, platform) in ids:
-                out[model, platform] = placement_gym.suite_id(model, platform)
-    return dict(sorted(out.items()))
+    tasks = [(m, p) for m, p in placement_gym.simulated_tasks() if p not in placement_gym.MASKED_PLATFORMS]
+    return dict(sorted((task, placement_gym.env_id(*task)) for task in tasks))
 
 
 def reference_scores(problem: PlacementProblem) -> tuple[float, float]:
@@ -213,18 +203,15 @@ def build_dataset(model: str, platform: str, mode: str, path_points: int = 8, ov
     import gymnasium as gym
     import minari
 
-    import placement_gym
-
     name = dataset_id(model, platform, mode)
     if name in minari.list_local_datasets():
         if not overwrite:
             return minari.load_dataset(name)
         minari.delete_dataset(name)
     if mode == "improve":
-        task_env_id(model, platform)  # an unknown task fails with the list of known ones
-        env = gym.make(placement_gym.improve_id(model, platform))
+        env = gym.make(task_env_id(model, platform, mode))
     else:
-        env = gym.make(task_env_id(model, platform), mode=mode, observation=OBSERVATION)
+        env = gym.make(task_env_id(model, platform, mode), observation=OBSERVATION)
     problem = problem_of(env)
     ref_min, ref_max = reference_scores(problem)
     collector = minari.DataCollector(env)

@@ -1,10 +1,11 @@
 """Write the rl-zoo3 hyperparameter files (``experiments/hyperparams/{ppo,a2c}.yml``) from the recipe.
 
-rl-zoo3 reads one YAML per algorithm, keyed by env ID; ``policy_kwargs`` is a Python expression it
-evaluates. The entries come from :func:`agents.sb3.recipe.recipe` (one-shot for the ``DevicePlacement*``
-IDs, with the device-aware observation; ``improve`` for the ``DevicePlacementImprove-*`` IDs, PPO only:
-rl-zoo3 has no MaskablePPO, so moves the env would mask are tried and change nothing). A test checks
-that the files are what this script writes.
+rl-zoo3 reads one YAML per algorithm, keyed by env ID, one entry per simulated ID; ``policy_kwargs`` is
+a Python expression it evaluates. The entries come from :func:`agents.sb3.recipe.recipe` (one-shot for
+the ``DevicePlacement-*`` IDs, with the device-aware observation; ``sequential`` for the
+``DevicePlacementSequential-*`` IDs; ``improve`` for the ``DevicePlacementImprove-*`` IDs: rl-zoo3 has no
+MaskablePPO, so moves the env would mask are tried and change nothing). A test checks that the files are
+what this script writes.
 
     python -m experiments.zoo_yaml            # rewrite the files
     python -m rl_zoo3.train --algo ppo --env DevicePlacement-bert-cpu_igpu-sim-v0 \
@@ -16,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import yaml
 
 import placement_gym
@@ -56,12 +58,14 @@ def entry(mode: str, algo: str) -> dict[str, Any]:
 def config(algo: str) -> dict[str, dict[str, Any]]:
     """Every simulated ID's entry for ``algo`` (``"ppo"`` or ``"a2c"``)."""
     conf = {}
-    for env_id in placement_gym.ENV_IDS:
-        if env_id.startswith("DevicePlacementSim-") or env_id.endswith("-sim-v0"):
-            conf[env_id] = entry("oneshot", algo)
-    for env_id in placement_gym.IMPROVE_IDS:
-        if env_id.endswith("-sim-v0"):
-            conf[env_id] = entry("improve", algo)
+    for mode, ids in [
+        ("oneshot", placement_gym.ENV_IDS),
+        ("sequential", placement_gym.SEQUENTIAL_IDS),
+        ("improve", placement_gym.IMPROVE_IDS),
+    ]:
+        for env_id in ids:
+            if gym.spec(env_id).kwargs.get("backend") == "simulated":  # the old IDs too: they are aliases
+                conf[env_id] = entry(mode, algo)
     return conf
 
 

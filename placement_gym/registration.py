@@ -47,7 +47,11 @@ MASKED_PLATFORMS = ("cpu-igpu-lowmem",)
 #: The models of the mask-binding tasks (those with a proven optimum there).
 MASKED_MODELS = ("resnet50",)
 #: The MDPs every simulated task is registered for, and the ID prefix of each.
-MDP_PREFIXES = {"oneshot": "DevicePlacement", "sequential": "DevicePlacementSequential", "improve": "DevicePlacementImprove"}
+MDP_PREFIXES = {
+    "oneshot": "DevicePlacement",
+    "sequential": "DevicePlacementSequential",
+    "improve": "DevicePlacementImprove",
+}
 MDPS = tuple(MDP_PREFIXES)
 #: The backend names and their token in an ID.
 BACKEND_TOKENS = {"simulated": "sim", "measured": "measured"}
@@ -71,7 +75,9 @@ def _name(model: str, platform: str, mdp: str, backend: str) -> str:
     return f"{MDP_PREFIXES[mdp]}-{model}-{platform.replace('-', '_')}-{BACKEND_TOKENS[backend]}"
 
 
-def env_id(model: str, platform: str, mdp: str = "oneshot", backend: str = "simulated", version: int | None = None) -> str:
+def env_id(
+    model: str, platform: str, mdp: str = "oneshot", backend: str = "simulated", version: int | None = None
+) -> str:
     """The registered ID of ``model`` on ``platform`` for ``mdp`` on ``backend`` (newest version unless
     ``version`` is given), e.g. ``env_id("bert", "cpu-igpu", mdp="improve")`` is
     ``"DevicePlacementImprove-bert-cpu_igpu-sim-v0"``.
@@ -99,7 +105,9 @@ def env_id(model: str, platform: str, mdp: str = "oneshot", backend: str = "simu
     if version is None:
         return versions[max(versions)]
     if version not in versions:
-        raise UnknownNameError(f"version of {_name(model, platform, mdp, backend)}", f"v{version}", [f"v{v}" for v in versions])
+        raise UnknownNameError(
+            f"version of {_name(model, platform, mdp, backend)}", f"v{version}", [f"v{v}" for v in versions]
+        )
     return versions[version]
 
 
@@ -118,7 +126,9 @@ def _register(env_id_: str, entry_point: str, kwargs: dict[str, Any], nondetermi
         register(id=env_id_, entry_point=entry_point, kwargs=kwargs, nondeterministic=nondeterministic)
 
 
-def _register_task(mdp: str, backend: str, model: str, platform: str, version: int, kwargs: dict[str, Any]) -> str:
+def _register_task(
+    mdp: str, backend: str, model: str, platform: str, version: int, kwargs: dict[str, Any]
+) -> str:
     env_id_ = f"{_name(model, platform, mdp, backend)}-v{version}"
     kwargs = {"model": model, "platform": platform, "backend": backend, **kwargs, **_MDP_KWARGS[mdp]}
     _register(env_id_, _ENTRIES[mdp], kwargs, backend == "measured")
@@ -151,7 +161,7 @@ def register_all() -> tuple[list[str], list[str], list[str]]:
             new = _register_task("oneshot", "measured", model, "local", version, kwargs)
             _alias(f"DevicePlacement-{model}-v{version}", new)
             ids["oneshot"] += [new, f"DevicePlacement-{model}-v{version}"]
-        for version, platform in SIM_PLATFORM_VERSIONS.items():
+        for platform in SIM_PLATFORM_VERSIONS.values():
             if platform != SIM_PLATFORM:  # the first calibration: one-shot only, kept for old results
                 ids["oneshot"].append(_register_task("oneshot", "simulated", model, platform, 0, {}))
     for mdp in MDPS:

@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--milp-time", type=float, default=120.0, help="time limit of milp and moirai, s")
     args = parser.parse_args()
     for model in args.models:
-        env = gym.make(f"DevicePlacementSim-{model}-v0").unwrapped
+        env = gym.make(f"DevicePlacement-{model}-cpu_dgpu_v0-sim-v0").unwrapped
         for row in baseline_rows(env, model, args.methods, args.milp_time):
             print(json.dumps(row), flush=True)
 

@@ -6,7 +6,7 @@ evaluation of the learner is timed; the result is the number of evaluations and 
 latency is within ``--tolerance`` of the reference, per seed.
 
 Usage:
-    taskset -c 0 python -m experiments.studies.time_to_quality --method ppo_gnn --env DevicePlacementSim-bert-v0 \
+    taskset -c 0 python -m experiments.studies.time_to_quality --method ppo_gnn --env DevicePlacement-bert-cpu_dgpu_v0-sim-v0 \
         --seeds 0 1 2 --budget 3000
 """
 
@@ -58,7 +58,7 @@ def time_to_quality(method: str, env_id: str, seed: int, budget: int, target: fl
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--method", default="ppo_gnn")
-    parser.add_argument("--env", default="DevicePlacementSim-bert-v0")
+    parser.add_argument("--env", default="DevicePlacement-bert-cpu_dgpu_v0-sim-v0")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--budget", type=int, default=3000)
     parser.add_argument("--tolerance", type=float, default=0.05)

@@ -144,7 +144,7 @@ class DevicePlacementEnv(gym.Env):
     import gymnasium as gym
     import placement_gym  # registers the IDs
 
-    env = gym.make("DevicePlacementSim-bert-v1")  # simulated cpu-dgpu platform, fused groups
+    env = gym.make("DevicePlacement-bert-cpu_dgpu-sim-v0")  # simulated cpu-dgpu platform, fused groups
     env = gym.make("DevicePlacement-v0", model="tiny_cnn", platform="local", backend="measured",
                    coarsening="fused", k=None, mode="oneshot", reward="speedup")
     obs, info = env.reset(seed=0)

@@ -56,13 +56,12 @@ def test_recipe_trains_and_callback_keeps_the_best(algo_class, algo):
     assert problem_of(env).evaluate(best.best_placement).latency == best.best_latency
 
 
-def test_example_script_trains_on_a_tiny_task(capsys):
+@pytest.mark.parametrize("env_id", ["DevicePlacement-v0", "DevicePlacementSequential-v0"])
+def test_example_script_trains_on_a_tiny_task(capsys, env_id):
     spec = importlib.util.spec_from_file_location("train_ppo_gnn", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = module.main(
-        ["--env", "DevicePlacement-v0", "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--steps", "32"]
-    )
+    out = module.main(["--env", env_id, "--model", "tiny_cnn", "--platform", "cpu-dgpu", "--steps", "32"])
     assert np.isfinite(out["latency"]) and out["placement"].ndim == 1
     assert "best latency" in capsys.readouterr().out
 

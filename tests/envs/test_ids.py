@@ -11,7 +11,9 @@ import placement_gym
 from placement_gym.errors import UnknownNameError
 from placement_gym.transfer import TRANSFER_TASKS, protocol_tasks
 
-SCHEME = re.compile(r"^DevicePlacement(Sequential|Improve)?-(?P<model>\w+)-(?P<platform>\w+)-(sim|measured)-v\d+$")
+SCHEME = re.compile(
+    r"^DevicePlacement(Sequential|Improve)?-(?P<model>\w+)-(?P<platform>\w+)-(sim|measured)-v\d+$"
+)
 ENTRIES = {
     "oneshot": "placement_gym.envs.device_placement:DevicePlacementEnv",
     "sequential": "placement_gym.envs.device_placement:DevicePlacementEnv",
@@ -40,7 +42,11 @@ def test_every_suite_task_has_an_id_in_the_scheme_for_every_mdp(mdp: str) -> Non
         assert env_id.startswith(placement_gym.registration.MDP_PREFIXES[mdp] + "-")
         assert env_id == f"{env_id.split('-')[0]}-{model}-{platform.replace('-', '_')}-sim-v0"
         spec = gym.spec(env_id)
-        assert (spec.kwargs["model"], spec.kwargs["platform"], spec.kwargs["backend"]) == (model, platform, "simulated")
+        assert (spec.kwargs["model"], spec.kwargs["platform"], spec.kwargs["backend"]) == (
+            model,
+            platform,
+            "simulated",
+        )
         assert str(spec.entry_point) == ENTRIES[mdp] and _mdp(spec) == mdp and not spec.nondeterministic
 
 
@@ -87,9 +93,17 @@ def test_every_old_id_is_an_alias_with_its_twins_spec() -> None:
     for old, new in placement_gym.ALIASES.items():
         a, b = gym.spec(old), gym.spec(new)
         assert a.kwargs is b.kwargs, old  # one dict: the two cannot drift
-        assert (a.entry_point, a.nondeterministic, a.max_episode_steps) == (b.entry_point, b.nondeterministic, b.max_episode_steps)
+        assert (a.entry_point, a.nondeterministic, a.max_episode_steps) == (
+            b.entry_point,
+            b.nondeterministic,
+            b.max_episode_steps,
+        )
     assert gym.spec("DevicePlacementSim-bert-v0").kwargs["platform"] == "cpu-dgpu-v0"
-    assert gym.spec("DevicePlacementSim-bert-v1").kwargs == {"model": "bert", "platform": "cpu-dgpu", "backend": "simulated"}
+    assert gym.spec("DevicePlacementSim-bert-v1").kwargs == {
+        "model": "bert",
+        "platform": "cpu-dgpu",
+        "backend": "simulated",
+    }
 
 
 def test_an_alias_makes_the_same_env_as_its_twin() -> None:
@@ -104,13 +118,19 @@ def test_an_alias_makes_the_same_env_as_its_twin() -> None:
 def test_the_shorthands_are_env_id() -> None:
     assert placement_gym.suite_id("bert", "cpu-dgpu") == placement_gym.env_id("bert", "cpu-dgpu")
     assert placement_gym.improve_id("bert", "cpu-igpu") == "DevicePlacementImprove-bert-cpu_igpu-sim-v0"
-    assert placement_gym.env_id("bert", "cpu_igpu", mdp="sequential") == "DevicePlacementSequential-bert-cpu_igpu-sim-v0"
+    assert (
+        placement_gym.env_id("bert", "cpu_igpu", mdp="sequential")
+        == "DevicePlacementSequential-bert-cpu_igpu-sim-v0"
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        (("bret", "cpu-igpu"), r"unknown oneshot simulated task 'bret on cpu-igpu'.*Did you mean 'bert on cpu-igpu'"),
+        (
+            ("bret", "cpu-igpu"),
+            r"unknown oneshot simulated task 'bret on cpu-igpu'.*Did you mean 'bert on cpu-igpu'",
+        ),
         (("bert", "cpu-dgpu-v0", "improve"), r"unknown improve simulated task 'bert on cpu-dgpu-v0'"),
         (("bert", "cpu-igpu", "one-shot"), r"unknown MDP 'one-shot'; known: improve, oneshot, sequential"),
         (("bert", "cpu-igpu", "oneshot", "sim"), r"unknown backend 'sim'"),
@@ -127,8 +147,16 @@ def test_env_id_names_what_is_wrong(args: tuple[str, ...], match: str) -> None:
 @pytest.mark.parametrize(
     ("env_id", "error", "match"),
     [
-        ("DevicePlacement-bert-cpu_dgbu-sim-v0", gym.error.NameNotFound, "Did you mean: `DevicePlacement-bert-cpu_dgpu-sim`"),
-        ("DevicePlacement-bert-cpu_igpu-sim-v1", gym.error.VersionNotFound, r"provides versioned environments: \[ `v0` \]"),
+        (
+            "DevicePlacement-bert-cpu_dgbu-sim-v0",
+            gym.error.NameNotFound,
+            "Did you mean: `DevicePlacement-bert-cpu_dgpu-sim`",
+        ),
+        (
+            "DevicePlacement-bert-cpu_igpu-sim-v1",
+            gym.error.VersionNotFound,
+            r"provides versioned environments: \[ `v0` \]",
+        ),
         ("DevicePlacementImprove-bert-local-measured-v0", gym.error.NameNotFound, "doesn't exist"),
     ],
 )

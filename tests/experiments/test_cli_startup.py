@@ -63,7 +63,7 @@ BAD = [
     (["bench", "--budget", "0"], "must be >= 1"),
     (["bench", "--methods", "no_such_method"], "unknown method"),
     (["bench", "--input-shape", "x=1,a"], "NAME=D1,D2"),
-    (["train", "--agent", "no_such_method", "--env", "DevicePlacementSim-bert-v1"], "invalid choice"),
+    (["train", "--agent", "no_such_method", "--env", "DevicePlacement-bert-cpu_dgpu-sim-v0"], "invalid choice"),
     (["train", "--agent", "heft", "--env", "x", "--env-kwargs", "[1]"], "must be a JSON object"),
     (["place", "--model", "bert"], "required: --platform"),
     (["datasets", "--tasks", "bert"], "model/platform"),

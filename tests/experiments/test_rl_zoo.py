@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import yaml
 
@@ -20,7 +21,7 @@ def test_yaml_files_cover_the_simulated_ids_and_name_importable_policies():
     for algo in ("ppo", "a2c"):
         conf = yaml.safe_load((HYPERPARAMS / f"{algo}.yml").read_text())
         for model in placement_gym.BENCHMARK_MODELS:
-            entry = conf[f"DevicePlacementSim-{model}-v0"]
+            entry = conf[f"DevicePlacement-{model}-cpu_dgpu_v0-sim-v0"]
             module, cls = entry["policy"].rsplit(".", 1)
             assert hasattr(importlib.import_module(module), cls)
 
@@ -31,19 +32,18 @@ def test_yaml_files_are_the_recipe(algo):
 
     assert (HYPERPARAMS / f"{algo}.yml").read_text() == zoo_yaml.text(algo)
     conf = yaml.safe_load((HYPERPARAMS / f"{algo}.yml").read_text())
-    assert set(placement_gym.IMPROVE_IDS) - {"DevicePlacementImprove-v0"} <= set(conf)
+    ids = placement_gym.ENV_IDS + placement_gym.SEQUENTIAL_IDS + placement_gym.IMPROVE_IDS
+    assert set(conf) == {i for i in ids if not gym.spec(i).nondeterministic}  # every simulated ID, old ones too
 
 
-@pytest.mark.parametrize("env_id", ["DevicePlacement-v0", "DevicePlacementImprove-v0"])
-def test_yaml_entry_builds_a_model_as_rl_zoo_does(env_id):
+@pytest.mark.parametrize("prefix", ["DevicePlacement", "DevicePlacementSequential", "DevicePlacementImprove"])
+def test_yaml_entry_builds_a_model_as_rl_zoo_does(prefix):
     """rl-zoo3 evaluates ``policy_kwargs``, imports the policy and passes the rest to the algorithm."""
     import gymnasium as gym
     from rl_zoo3.utils import get_class_by_name
     from stable_baselines3 import PPO
 
-    key = "DevicePlacement-bert-cpu_igpu-sim-v0" if env_id == "DevicePlacement-v0" else (
-        "DevicePlacementImprove-bert-cpu_igpu-sim-v0"
-    )
+    env_id, key = f"{prefix}-v0", f"{prefix}-bert-cpu_igpu-sim-v0"
     entry = dict(yaml.safe_load((HYPERPARAMS / "ppo.yml").read_text())[key])
     env = gym.make(env_id, model="tiny_cnn", platform="cpu-dgpu", backend="simulated", **entry.pop("env_kwargs", {}))
     policy = get_class_by_name(entry.pop("policy"))
@@ -65,7 +65,7 @@ def test_rl_zoo_trains(tmp_path, algo):
         "--algo",
         algo,
         "--env",
-        "DevicePlacementSim-resnet50-v0",
+        "DevicePlacement-resnet50-cpu_dgpu_v0-sim-v0",
         "--gym-packages",
         "placement_gym",
         "--conf-file",
@@ -81,4 +81,4 @@ def test_rl_zoo_trains(tmp_path, algo):
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert list(tmp_path.glob(f"{algo}/DevicePlacementSim-resnet50-v0_*/DevicePlacementSim-resnet50-v0.zip"))
+    assert list(tmp_path.glob(f"{algo}/DevicePlacement-resnet50-cpu_dgpu_v0-sim-v0_*/DevicePlacement-resnet50-cpu_dgpu_v0-sim-v0.zip"))
