@@ -9,7 +9,7 @@ finishes (a rerun resumes where the last one stopped):
    simulator's best placement, the fastest simulated of a one-group-flip descent from HEFT's and from each
    single device and of the shipped pretrained policy (``pretrained_ppo``, ``--policy``) run on the
    simulator for ``--sim-budget`` evaluations.
-2. ``fine_tune``: the shipped policy fine-tuned on the measured problem of ``DevicePlacement-<model>-v1``
+2. ``fine_tune``: the shipped policy fine-tuned on the measured problem of ``DevicePlacement-<model>-local-measured-v1``
    (``measured`` backend, its default protocol): ``--fine-tune`` measured evaluations of MaskablePPO
    updates (episodes of the improvement MDP from HEFT's placement), then the policy-ranked descent from the
    simulator's best placement, ``--budget`` measured placements in all (fine-tuning included). The final
