@@ -6,7 +6,7 @@ Accepts a ``best_placement.json`` written by ``train``, or a bench ``results.jso
 holds the file's path and SHA-256, and is shown only on that same file.
 
 Usage:
-    placement-gym show runs/DevicePlacement-bert-cpu_dgpu_v0-sim-v0/ppo_gnn-s0/best_placement.json
+    placement-gym show runs/DevicePlacement-bert-cpu_dgpu-sim-v0/ppo_gnn-s0/best_placement.json
     placement-gym show results/small/results.jsonl --model resnet50
 """
 

@@ -14,10 +14,10 @@ Writes into ``--out``:
                           write none; the published systems write no intermediate checkpoints.
 
 Usage:
-    python -m experiments.train --agent ppo_gnn --env DevicePlacement-bert-cpu_dgpu_v0-sim-v0 --budget 2000 --seed 0
+    python -m experiments.train --agent ppo_gnn --env DevicePlacement-bert-cpu_dgpu-sim-v0 --budget 2000 --seed 0
     placement-gym train --agent hsdag --env DevicePlacement-resnet50-local-measured-v1 --budget 500
     placement-gym train --agent ppo_gnn --env DevicePlacement-bert-local-measured-v1 --n-envs 4 --ray-address auto
-    placement-gym train --agent ppo_gnn --env DevicePlacement-resnet50-cpu_dgpu_v0-sim-v0 DevicePlacement-bert-cpu_dgpu_v0-sim-v0 \
+    placement-gym train --agent ppo_gnn --env DevicePlacement-resnet50-cpu_dgpu-sim-v0 DevicePlacement-bert-cpu_dgpu-sim-v0 \
         --budget 2000 --max-nodes 320 --max-edges 512 --agent-kwargs '{"observation": "device"}'
 
 Several ``--env`` IDs train one policy on all of them (one budget across the tasks; OUT/policy, OUT/results.json).

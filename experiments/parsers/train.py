@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--env",
         required=True,
         nargs="+",
-        help="a registered env ID, e.g. DevicePlacement-bert-cpu_dgpu_v0-sim-v0; several IDs train one policy on all of them "
+        help="a registered env ID, e.g. DevicePlacement-bert-cpu_dgpu-sim-v0; several IDs train one policy on all of them "
         "(SB3 learners, one budget across the tasks, the policy saved to OUT/policy)",
     )
     parser.add_argument(
