@@ -39,12 +39,17 @@ from agents.baselines.baechi import list_scheduler_placements
 from agents.baselines.common import allowed_devices
 from agents.baselines.exact import ExactPlacement
 from agents.baselines.heft import heft_placement
-from placement_gym import BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS
+from placement_gym import (
+    BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS, MASKED_PLATFORMS, MASKED_TASK_PAIRS,
+)  # fmt: skip
 from placement_gym.envs.device_placement import DevicePlacementEnv
-from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, reference_optima
+from placement_gym.tasks import OPTIMA_PATH, ReferenceOptimum, load_optima, reference_optima
 
 #: Platforms with reference optima: the reference platform, its first calibration, and the suite's.
-PLATFORMS = ("cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel", "model-parallel", "cpu-igpu-lowmem")
+PLATFORMS = (
+    "cpu-dgpu", "cpu-dgpu-v0", "cpu-igpu", "multi-accel", "model-parallel", "cpu-igpu-lowmem",
+    "cpu-igpu-carveout",
+)  # fmt: skip
 SETTINGS: dict[str, Any] = {
     "max_segment": 40,
     "enumerate_limit": 1 << 20,
@@ -71,12 +76,17 @@ def memory_aware_baseline(env: DevicePlacementEnv) -> tuple[str, np.ndarray, flo
 
 
 def tasks(models: list[str], platforms: list[str]) -> list[tuple[str, str]]:
-    """The (model, platform) pairs to solve: every pair, but held-out models on ``HELD_OUT_PLATFORMS`` only."""
+    """The (model, platform) pairs to solve: every pair, but held-out models on ``HELD_OUT_PLATFORMS`` only,
+    and a mask-binding platform with its own tasks' models only (:data:`~placement_gym.MASKED_TASK_PAIRS`)."""
     return [
         (model, platform)
         for platform in platforms
         for model in models
-        if model not in HELD_OUT_MODELS or platform in HELD_OUT_PLATFORMS
+        if (model, platform) in MASKED_TASK_PAIRS
+        or (
+            platform not in MASKED_PLATFORMS
+            and (model not in HELD_OUT_MODELS or platform in HELD_OUT_PLATFORMS)
+        )
     ]
 
 
@@ -209,7 +219,6 @@ def main(argv: list[str] | None = None) -> None:
         OPTIMA_PATH.write_text(
             json.dumps({"tasks": [_row(r) for _, r in sorted(stored.items())]}, indent=1) + "\n"
         )
-        reference_optima.cache_clear()
         return
     for model, platform in tasks(args.models, args.platforms):
         ref = solve_task(model, platform, args.threads)
@@ -217,9 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         print(solver_table([ref]).splitlines()[-1], flush=True)
         rows = [_row(r) for _, r in sorted(stored.items())]
         OPTIMA_PATH.write_text(json.dumps({"tasks": rows}, indent=1) + "\n")
-    reference_optima.cache_clear()
     order = {p: i for i, p in enumerate(PLATFORMS)}
-    refs = sorted(reference_optima().values(), key=lambda r: (order.get(r.platform, 99), r.model))
+    refs = sorted(load_optima().values(), key=lambda r: (order.get(r.platform, 99), r.model))
     print(solver_table(refs))
 
 
