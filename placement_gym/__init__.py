@@ -9,8 +9,11 @@ nothing (one-shot), ``Sequential`` or ``Improve``, ``<platform>`` the platform's
   ``inception_v3``, ``resnet50``, ``bert`` on ``cpu_dgpu`` (CPU + discrete GPU, calibrated against HSDAG's
   published speedups), ``cpu_igpu`` (CPU + integrated GPU), ``multi_accel`` (CPU + 2 GPUs + NPU) and
   ``model_parallel`` (CPU + 2 GPUs, each too small for the model: the placement must split it), reference
-  optima in :mod:`placement_gym.tasks`; ``resnet50`` on ``cpu_igpu_lowmem`` (:data:`MASKED_PLATFORMS`: the
-  mask-binding task, not in the protocol's train split); the held-out families (:data:`HELD_OUT_MODELS`, for
+  optima in :mod:`placement_gym.tasks`; the mask-binding tasks (:data:`MASKED_TASK_PAIRS`, not in the
+  protocol's train split): ``resnet50`` on ``cpu_igpu_lowmem`` (an iGPU memory of 8% of the weights: the
+  masks block its largest groups, but hardly any placement fits) and ``whisper_tiny`` on
+  ``cpu_igpu_carveout`` (twice the weights: the masks block the four groups whose outputs exceed it, and
+  the placements they allow fit); the held-out families (:data:`HELD_OUT_MODELS`, for
   zero-shot transfer: not for training) on ``cpu_igpu`` and ``multi_accel``;
 * ``DevicePlacement-<model>-cpu_dgpu_v0-sim-v0``: one-shot on ``cpu-dgpu-v0``, the first calibration of
   ``cpu-dgpu`` (its GPU 4.3-4.6x faster than the CPU), kept so that old results stay reproducible;
@@ -39,6 +42,7 @@ from placement_gym.registration import (
     IMPROVE_PLATFORMS,
     MASKED_MODELS,
     MASKED_PLATFORMS,
+    MASKED_TASK_PAIRS,
     MDPS,
     MEASURED_V0_PROTOCOL,
     SIM_PLATFORM,
@@ -81,6 +85,7 @@ __all__ = [
     "HELD_OUT_PLATFORMS",
     "MASKED_MODELS",
     "MASKED_PLATFORMS",
+    "MASKED_TASK_PAIRS",
     "MDPS",
     "MEASURED_V0_PROTOCOL",
     "IMPROVE_IDS",

@@ -10,8 +10,9 @@ Protocol ``v1``:
   ``held-out``, the held-out families ViT-B/16 and ConvNeXt-T (:data:`V1_HELD_OUT_MODELS`) on the two
   platforms they have optima for. Held-out models
   are never trained on: :func:`check_trainable` refuses them in the project's training entry points.
-  ``masked``: ``resnet50`` on ``cpu-igpu-lowmem``, whose memory masks block (group, device) pairs (on the
-  other tasks they block none, so masked learners equal their unmasked ablations there).
+  ``masked``: ``resnet50`` on ``cpu-igpu-lowmem`` and ``whisper_tiny`` on ``cpu-igpu-carveout``, whose memory
+  masks block (group, device) pairs (on the other tasks they block none, so masked learners equal their
+  unmasked ablations there).
   Learned methods may also pretrain on the zoo's pretraining-only families (``mobilenet_v2``,
   ``efficientnet_b0``, ``gpt2``), which are never tasks.
 * **Score**: the normalised score of the returned placement's simulated latency against the task's stored
@@ -26,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement_gym import (
-    BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS, MASKED_MODELS, MASKED_PLATFORMS, SIM_PLATFORM,
+    BENCHMARK_MODELS, HELD_OUT_MODELS, HELD_OUT_PLATFORMS, MASKED_TASK_PAIRS, SIM_PLATFORM,
     SUITE_PLATFORMS,
 )  # fmt: skip
 from placement_gym.errors import ConfigError, UnknownNameError
@@ -75,7 +76,7 @@ HELD_OUT_TASKS: tuple[Task, ...] = tuple(
 )
 #: Tasks whose memory masks block (group, device) pairs: a split of their own, so that the train split (and
 #: every result on it) stays as it was.
-MASKED_TASKS: tuple[Task, ...] = tuple(Task(m, p, "masked") for m in MASKED_MODELS for p in MASKED_PLATFORMS)
+MASKED_TASKS: tuple[Task, ...] = tuple(Task(m, p, "masked") for m, p in MASKED_TASK_PAIRS)
 SPLITS: dict[str, tuple[Task, ...]] = {"train": TRAIN_TASKS, "held-out": HELD_OUT_TASKS, "masked": MASKED_TASKS}
 
 

@@ -41,11 +41,16 @@ MEASURED_V0_PROTOCOL = {"rel_ci": None, "repeats": 5}
 HELD_OUT_PLATFORMS = ("cpu-igpu", "multi-accel")
 #: Platforms of the zoo models' suite tasks: ``cpu-dgpu`` and the suite's.
 IMPROVE_PLATFORMS = (SIM_PLATFORM, *SUITE_PLATFORMS)
-#: Platform of the mask-binding tasks (its small iGPU memory blocks the largest groups), not in the train
-#: split: ``DevicePlacement<MDP>-<model>-cpu_igpu_lowmem-sim-v0``.
-MASKED_PLATFORMS = ("cpu-igpu-lowmem",)
+#: The mask-binding tasks (model, platform), not in the train split: a small iGPU memory makes the memory
+#: masks block (group, device) pairs. IDs ``DevicePlacement<MDP>-<model>-<platform>-sim-v0``.
+MASKED_TASK_PAIRS: tuple[tuple[str, str], ...] = (
+    ("resnet50", "cpu-igpu-lowmem"),
+    ("whisper_tiny", "cpu-igpu-carveout"),
+)
+#: Platforms of the mask-binding tasks.
+MASKED_PLATFORMS = tuple(dict.fromkeys(p for _, p in MASKED_TASK_PAIRS))
 #: The models of the mask-binding tasks (those with a proven optimum there).
-MASKED_MODELS = ("resnet50",)
+MASKED_MODELS = tuple(dict.fromkeys(m for m, _ in MASKED_TASK_PAIRS))
 #: The MDPs every simulated task is registered for, and the ID prefix of each.
 MDP_PREFIXES = {
     "oneshot": "DevicePlacement",
@@ -66,7 +71,7 @@ def simulated_tasks() -> list[tuple[str, str]]:
     """``(model, platform)`` of every simulated task registered for every MDP: the zoo models on ``cpu-dgpu``
     and the suite's platforms, the mask-binding tasks and the held-out families' tasks."""
     tasks = [(m, p) for m in BENCHMARK_MODELS for p in IMPROVE_PLATFORMS]
-    tasks += [(m, p) for m in MASKED_MODELS for p in MASKED_PLATFORMS]
+    tasks += list(MASKED_TASK_PAIRS)
     tasks += [(m, p) for m in HELD_OUT_MODELS for p in HELD_OUT_PLATFORMS]
     return tasks
 

@@ -45,8 +45,8 @@ def test_ids_cover_the_suite_and_the_held_out_tasks() -> None:
         placement_gym.improve_id(m, p)
         for m in placement_gym.HELD_OUT_MODELS
         for p in placement_gym.HELD_OUT_PLATFORMS
-    } | {placement_gym.improve_id(m, p) for m in placement_gym.MASKED_MODELS for p in placement_gym.MASKED_PLATFORMS}
-    assert len(expected) == 12 + 2 * len(placement_gym.HELD_OUT_MODELS) + 1 and set(SIMULATED) == expected
+    } | {placement_gym.improve_id(m, p) for m, p in placement_gym.MASKED_TASK_PAIRS}
+    assert len(expected) == 12 + 2 * len(placement_gym.HELD_OUT_MODELS) + 2 and set(SIMULATED) == expected
     assert placement_gym.improve_id("bert", "cpu-dgpu") == "DevicePlacementImprove-bert-cpu_dgpu-sim-v0"
     assert gym.spec("DevicePlacementImprove-v0").nondeterministic
     assert not set(placement_gym.IMPROVE_IDS) & set(placement_gym.ENV_IDS)  # the old IDs are unchanged

@@ -21,3 +21,8 @@ def test_held_out_models_have_optima_on_the_suite_platforms() -> None:
 def test_reference_optima_solves_held_out_models_on_the_suite_platforms_only() -> None:
     pairs = tasks(["bert", "vit_b16"], ["cpu-dgpu", "cpu-igpu"])
     assert pairs == [("bert", "cpu-dgpu"), ("bert", "cpu-igpu"), ("vit_b16", "cpu-igpu")]
+
+
+def test_reference_optima_solves_a_mask_binding_platform_for_its_own_tasks_only() -> None:
+    pairs = tasks(["resnet50", "whisper_tiny"], ["cpu-igpu-lowmem", "cpu-igpu-carveout"])
+    assert pairs == [("resnet50", "cpu-igpu-lowmem"), ("whisper_tiny", "cpu-igpu-carveout")]
