@@ -298,6 +298,21 @@ def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -
     return lines + [""]
 
 
+def split_masked(
+    rows_by_tier: dict[str, list[ResultRow]],
+) -> tuple[dict[str, list[ResultRow]], list[ResultRow]]:
+    """The rows of every task but the mask-binding ones, by tier, and the mask-binding tasks' rows (the
+    ``masked`` split is ranked apart, so that the train tables compare every method on the same tasks)."""
+    from placement_gym.protocol import MASKED_TASKS
+
+    masked_tasks = {(t.model, t.platform) for t in MASKED_TASKS}
+    rest = {
+        tier: [r for r in rows if (r.model, r.platform) not in masked_tasks] for tier, rows in rows_by_tier.items()
+    }
+    masked = [r for rows in rows_by_tier.values() for r in rows if (r.model, r.platform) in masked_tasks]
+    return rest, masked
+
+
 def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = ()) -> str:
     """The leaderboard page: one ranked table per tier, of that tier's rows only (``rejected``: the rows
     validation left out, counted on the page)."""
@@ -331,6 +346,7 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
         "idle machine may give them better scores.",
         "",
     ]
+    rows_by_tier, masked = split_masked(rows_by_tier)
     for tier in sorted((t for t in rows_by_tier if t in TIERS), key=lambda t: (TIERS[t], t)):
         rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION and r.tier == tier]
         if rows:
@@ -339,6 +355,9 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
                 part = [r for r in rows if row_track(r) == track]
                 if part:
                     lines += tier_table(part, tier, track)
+    from experiments import masked_task  # builds the tasks' problems: imported only to write the page
+
+    lines += masked_task.section([r for r in masked if r.protocol == VERSION])
     lines += curves_page.section(rows_by_tier)
     if rejected:
         lines += [
@@ -395,7 +414,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         print(f"left out (placement-gym validate rejects it): {reason}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(rows, rejected))
-    curves_page.write_figures(rows, args.out.parent / curves_page.FIGURES)
+    curves_page.write_figures(split_masked(rows)[0], args.out.parent / curves_page.FIGURES)
     print(f"wrote {args.out}")
     from experiments import transfer_board  # the transfer track's page, from results/leaderboard/transfer
 

@@ -1,15 +1,19 @@
-"""Masked learners against their unmasked ablations on the mask-binding task (the table of docs/tasks.md).
+"""Masked learners against their unmasked ablations on the mask-binding tasks (the tables of docs/tasks.md,
+and the leaderboard page's section on them).
 
-Per method and seed, one run at the ``standard`` budget on ``resnet50/cpu-igpu-lowmem`` (the ``masked``
-split), counting the evaluated placements that put a group on a device its memory mask blocks:
+Per task of the ``masked`` split, method and seed, one run at the ``standard`` budget, counting the
+evaluated placements that put a group on a device its memory mask blocks:
 
     python -m experiments.masked_task --methods ppo_gnn maskable_ppo_gnn --seeds 0 1 2
+
+:func:`section` writes the page's section from stored leaderboard rows of those tasks.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,6 +21,15 @@ from agents import make_method
 from placement_gym.benchmark import run_agent
 from placement_gym.problem import PlacementProblem
 from placement_gym.protocol import SPLITS, tier_budget
+from placement_gym.results import ResultRow
+
+#: Why the learners' rows on a mask-binding task are one result where they are (shown only if they are).
+IDENTICAL_WHY: dict[tuple[str, str], str] = {
+    ("resnet50", "cpu-igpu-lowmem"): (
+        "no placement either learner samples fits the iGPU's 8% of the weights, and every infeasible "
+        "placement gets the same reward, so neither learns and both return the CPU alone (the baseline)"
+    ),
+}
 
 
 def run(method: str, model: str, platform: str, seed: int, budget: int) -> dict[str, float]:
@@ -43,6 +56,59 @@ def run(method: str, model: str, platform: str, seed: int, budget: int) -> dict[
         "final_on_blocked": int(blocked[rows, outcome.placement].sum()),
         "wall_s": time.perf_counter() - start,
     }
+
+
+def section(rows: Sequence[ResultRow]) -> list[str]:
+    """The page's markdown on the mask-binding tasks: per task and method, the runs' scores and how many
+    groups of the returned placements sit on a device that the memory mask blocks for them."""
+    from experiments import identical_methods
+
+    tasks = [t for t in SPLITS["masked"] if any((r.model, r.platform) == (t.model, t.platform) for r in rows)]
+    if not tasks:
+        return []
+    lines = [
+        "## Mask-binding tasks",
+        "",
+        "The `masked` split (docs/tasks.md): tasks whose memory masks block (group, device) pairs, so that a "
+        "masked learner and its unmasked ablation can differ; they are not train tasks and are ranked apart. "
+        "Made with `placement-gym leaderboard --run standard --tasks masked --methods ppo_gnn "
+        "maskable_ppo_gnn`.",
+        "",
+    ]
+    for task in tasks:
+        part = [r for r in rows if (r.model, r.platform) == (task.model, task.platform)]
+        blocked = ~PlacementProblem.make(task.model, task.platform).device_mask
+        index = np.arange(blocked.shape[0])
+        lines += [
+            f"### `{task.name}` ({int(blocked.sum())} blocked (group, device) pairs)",
+            "",
+            "| method | tier | runs | mean score [min, max] | mean latency (ms) | mean evaluations | "
+            "groups on a blocked device (all runs' returned placements) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        by_method = _by_method_tier(part)
+        for method, tier in sorted(by_method, key=lambda k: (-np.mean([r.score for r in by_method[k]]), k)):
+            rs = by_method[method, tier]
+            scores = [r.score for r in rs]
+            on_blocked = sum(int(blocked[index, np.asarray(r.placement)].sum()) for r in rs)
+            lines.append(
+                f"| `{method}` | `{tier}` | {len(rs)} | {np.mean(scores):.3f} [{min(scores):.3f}, "
+                f"{max(scores):.3f}] | {np.mean([r.latency for r in rs]) * 1e3:.3f} | "
+                f"{np.mean([r.evaluations for r in rs]):.0f} | {on_blocked} |"
+            )
+        for group in identical_methods.identical_groups(part):
+            why = IDENTICAL_WHY.get((task.model, task.platform), "no reason is recorded here")
+            names = " and ".join(f"`{m}`" for m in group)
+            lines += ["", f"{names} have identical rows on this task: {why}."]
+        lines.append("")
+    return lines
+
+
+def _by_method_tier(rows: Sequence[ResultRow]) -> dict[tuple[str, str], list[ResultRow]]:
+    out: dict[tuple[str, str], list[ResultRow]] = {}
+    for r in rows:
+        out.setdefault((r.method, str(r.tier)), []).append(r)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -66,7 +66,7 @@ def test_ppo_gnn_and_maskable_ppo_gnn_are_one_result_on_the_train_tasks_and_the_
     groups = identical_methods.identical_groups(standard)
     assert ["maskable_ppo_gnn", "ppo_gnn"] in groups
     text = "\n".join(identical_methods.note(standard))
-    assert "`maskable_ppo_gnn` and `ppo_gnn`" in text and "cpu-igpu-lowmem" in text
+    assert "`maskable_ppo_gnn` and `ppo_gnn`" in text and "whisper_tiny/cpu-igpu-carveout" in text
     changed = [dataclasses.replace(r, evaluations=r.evaluations - 1) if r.method == "ppo_gnn" and r.seed == 3 else r
                for r in standard]  # fmt: skip
     assert ["maskable_ppo_gnn", "ppo_gnn"] not in identical_methods.identical_groups(changed)

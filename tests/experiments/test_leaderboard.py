@@ -107,6 +107,20 @@ def test_the_page_shows_only_rows_that_validate_each_tier_apart_and_escapes_name
     assert len(body) == 2 and all(line.count("|") == 9 or line.count("|") == 3 for line in body)
 
 
+def test_the_mask_binding_tasks_are_ranked_apart_from_the_train_tasks(tmp_path):
+    """Rows of the masked split get a section of their own, with the groups their placements put on a
+    blocked device; the train tables (and their task columns) stay the train tasks'."""
+    tasks = ["resnet50/cpu-igpu", "masked"]
+    run_tier("tiny", ["heft", "single_device"], tmp_path, tasks=tasks, log=lambda *_: None)
+    rows = stored_rows(tmp_path)
+    assert {r.platform for r in rows["tiny"]} == {"cpu-igpu", "cpu-igpu-lowmem", "cpu-igpu-carveout"}
+    page = render(rows)
+    train, masked = page.split("## Mask-binding tasks")
+    assert "carveout" not in train and "lowmem" not in train and "resnet50 / cpu-igpu" in train
+    assert "### `whisper_tiny/cpu-igpu-carveout` (4 blocked (group, device) pairs)" in masked
+    assert "| `heft` | `tiny` | 1 |" in masked and "| `single_device` | `tiny` | 1 |" in masked
+
+
 def test_a_sample_of_cheap_stored_rows_reruns_identically():
     """CI reruns a few stored rows of cheap deterministic methods end to end (method included)."""
     import numpy as np
