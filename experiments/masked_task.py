@@ -5,6 +5,7 @@ Per task of the ``masked`` split, method and seed, one run at the ``standard`` b
 evaluated placements that put a group on a device its memory mask blocks:
 
     python -m experiments.masked_task --methods ppo_gnn maskable_ppo_gnn --seeds 0 1 2
+    python -m experiments.masked_task --tasks whisper_tiny/cpu-igpu-carveout --seeds 0
 
 :func:`section` writes the page's section from stored leaderboard rows of those tasks.
 """
@@ -20,7 +21,7 @@ import numpy as np
 from agents import make_method
 from placement_gym.benchmark import run_agent
 from placement_gym.problem import PlacementProblem
-from placement_gym.protocol import SPLITS, tier_budget
+from placement_gym.protocol import SPLITS, resolve_tasks, tier_budget
 from placement_gym.results import ResultRow
 
 #: Why the learners' rows on a mask-binding task are one result where they are (shown only if they are).
@@ -116,12 +117,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=["ppo_gnn", "maskable_ppo_gnn"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--tier", default="standard")
+    parser.add_argument("--tasks", nargs="+", default=["masked"], help="tasks or splits (default: masked)")
     args = parser.parse_args(argv)
     budget = tier_budget(args.tier)
     print("| task | method | seed | score | latency ms | evaluations | feasible | using a blocked pair | "
           "groups on a blocked device (mean) | returned placement's groups on a blocked device | wall s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for task in SPLITS["masked"]:
+    for task in resolve_tasks(args.tasks):
         for method in args.methods:
             for seed in args.seeds:
                 r = run(method, task.model, task.platform, seed, budget)
