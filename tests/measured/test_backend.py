@@ -24,7 +24,7 @@ from placement_gym.measured.segments import split_segments
 from placement_gym.measured.timing import measure, summarize
 from placement_gym.platforms import platform_from_dict
 from placement_gym.zoo.loading import core, random_inputs
-from tests.hardware import two_threads_run_in_parallel
+from tests.hardware import parallel_ratio
 
 F32_1THREAD = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 
@@ -393,24 +393,38 @@ def _two_branch_model(width: int = 512, depth: int = 6) -> ov.Model:
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_two_virtual_cpus_overlap(driver):
-    """Branches on cpu0 and cpu1 finish in clearly less time than both on cpu0 (ideal ratio 0.5)."""
+    """Branches on cpu0 and cpu1 finish in clearly less time than both on cpu0 (ideal ratio 0.5).
+
+    Another process may load a core at any moment, so every attempt is bracketed by probes of the
+    machine's parallelism (:func:`parallel_ratio`, taken just before and just after it). The test passes
+    on the first attempt under 0.8; it fails when no attempt is, and at least one of them had two CPUs
+    running in parallel on both sides of it. A driver that runs the branches one after the other gives
+    ~1.0 on a quiet machine, so it fails.
+    """
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("this process may run on one CPU only (taskset)")
     bench = load_benchmark(_two_branch_model())
     graph = bench.coarsen("ops")
     names = graph.ops.names
     split = np.array([1 if n.startswith("b") else 0 for n in names], np.int64)
     backend = MeasuredBackend(bench, graph, _platform(), driver=driver, repeats=7, warmup=2, cache_size=0)
     assert len(backend.executor.segments(graph.expand(split))) == 3  # a-branch, b-branch, join
-    ratios = []
-    for _ in range(3):  # another process may load the 2 cores; one clean attempt proves overlap
+    attempts = []  # (ratio, parallelism before, parallelism after)
+    before = parallel_ratio()
+    for _ in range(5):
         sequential = backend.evaluate(np.zeros(graph.num_groups, np.int64))
         concurrent = backend.evaluate(split)
         assert sequential.feasible and concurrent.feasible
-        ratios.append(concurrent.latency / sequential.latency)
-        if ratios[-1] < 0.8:
-            break
-    if min(ratios) >= 0.8 and not two_threads_run_in_parallel():
-        pytest.skip(f"this machine does not run two threads in parallel now (ratios {ratios})")
-    assert min(ratios) < 0.8, ratios
+        ratio = concurrent.latency / sequential.latency
+        if ratio < 0.8:
+            return
+        after = parallel_ratio()
+        attempts.append((round(ratio, 3), round(before, 3), round(after, 3)))
+        before = after
+    parallel = [a for a in attempts if max(a[1], a[2]) < 0.7]
+    if not parallel:
+        pytest.skip(f"this machine did not run two threads in parallel around any attempt {attempts}")
+    pytest.fail(f"no overlap in {attempts} (ratio, parallelism before, after); {len(parallel)} had two CPUs")
 
 
 # ---------------------------------------------------------------- adaptive protocol and drift correction
