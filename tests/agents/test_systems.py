@@ -47,9 +47,11 @@ def bert_multi_env():
 
 @pytest.mark.parametrize("name", SYSTEMS)
 def test_runs_within_budget_and_reproducible(name, cnn_env, bert_multi_env):
+    # Budget accounting and reproducibility do not depend on the policy's width: a narrow one (16 instead
+    # of 128-512) runs the same code; the released widths are trained in the tests below.
     for env, budget in ((cnn_env, 40), (bert_multi_env, 45)):
-        first = make_method(name, samples_per_update=10).place(env, budget=budget, seed=3)
-        second = make_method(name, samples_per_update=10).place(env, budget=budget, seed=3)
+        first = make_method(name, samples_per_update=10, hidden=16).place(env, budget=budget, seed=3)
+        second = make_method(name, samples_per_update=10, hidden=16).place(env, budget=budget, seed=3)
         g, d = env.num_groups, env.num_devices
         assert first.placement.shape == (g,) and first.placement.dtype == np.int64
         assert first.placement.min() >= 0 and first.placement.max() < d
@@ -70,11 +72,16 @@ def test_runs_within_budget_and_reproducible(name, cnn_env, bert_multi_env):
 # HSDAG and Placeto are left out: as released, HSDAG (no baseline, one discounted return weighting every
 # sample) and Placeto (learning rate 1e-3, 10 updates in 200 evaluations, episodes from a random placement)
 # do not recover the best single device in 200 evaluations; the systems table of docs/RESULTS.md reports them.
-@pytest.mark.parametrize("name", ["rl_placement", "grouper_placer"])
-def test_matches_best_single_device_with_moderate_budget(name, bert_env):
+# The budgets end each run by budget, a little more than twice as late as it first reaches the best single
+# device (evaluation 26 of rl_placement, 5 of grouper_placer). At budget 200 neither spends its budget: they
+# stop after 50 updates that evaluate nothing new (88 and 19 evaluations, 85 and 219 updates), and the best
+# latency a run reaches within a smaller budget is one it also holds at 200.
+@pytest.mark.parametrize("name, budget", [("rl_placement", 60), ("grouper_placer", 12)])
+def test_matches_best_single_device_with_moderate_budget(name, budget, bert_env):
     # On tiny_bert / cpu-dgpu a random placement is ~6x slower than the best single device (the CPU);
     # learning must at least recover it.
-    result = make_method(name).place(bert_env, budget=200, seed=0)
+    result = make_method(name).place(bert_env, budget=budget, seed=0)
+    assert result.evaluations == budget
     assert result.latency <= bert_env.problem.baseline.latency * (1 + 1e-9)
     curve = result.extra["curve"]
     assert curve[-1]["mean_reward"] > curve[0]["mean_reward"]
