@@ -121,19 +121,17 @@ def test_the_mask_binding_tasks_are_ranked_apart_from_the_train_tasks(tmp_path):
     assert "| `heft` | `tiny` | 1 |" in masked and "| `single_device` | `tiny` | 1 |" in masked
 
 
-def test_a_sample_of_cheap_stored_rows_reruns_identically():
-    """CI reruns a few stored rows of cheap deterministic methods end to end (method included)."""
-    import numpy as np
+def test_validate_rerun_finds_a_sample_of_cheap_stored_rows_identical(capsys):
+    """CI runs ``placement-gym validate --rerun`` on stored standard rows of cheap methods, end to end: the
+    files of two list schedulers and of a seeded torch learner (the pretrained PPO policy, about a second a
+    row); the sample holds rows of both kinds."""
+    from experiments import validate
 
-    from experiments.validate import rerun_row
-    from placement_gym.results import ResultStore
-
-    rows = []
-    for name in ("heft", "m_etf", "local_search", "random_search", "simulated_annealing"):
-        for path in STORED:
-            if path.name == f"{name}.jsonl":
-                rows += ResultStore(path).rows()
-    rng = np.random.default_rng(0)
-    sample = [rows[i] for i in rng.choice(len(rows), size=6, replace=False)]
-    differ = [v.line() for v in map(rerun_row, sample) if not v.ok]
-    assert not differ, "\n".join(differ)
+    names = ("heft", "m_etf", "pretrained_ppo")
+    files = [str(ROOT / RESULTS / "standard" / f"{name}.jsonl") for name in names]
+    status = validate.main(["--rerun", "4", "--sample-seed", "0", "--no-cache", "--quiet", *files])
+    out = capsys.readouterr().out
+    identical = [line for line in out.splitlines() if line.startswith("IDENTICAL")]
+    assert status == 0 and "rerun: 4 of 4 sampled rows identical" in out, out
+    learner = [line for line in identical if "pretrained_ppo" in line]
+    assert 0 < len(learner) < len(identical)
