@@ -4,6 +4,7 @@ drops jumping edges, and the same answer whether segments are enumerated or solv
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -80,6 +81,13 @@ def enumerate_all(cost: CostModel) -> np.ndarray:
     """Simulated latency of every placement, shape ``(D ** G,)``."""
     grid = itertools.product(range(cost.num_devices), repeat=cost.num_groups)
     return Schedule.build(cost).run_batch(np.array(list(grid), dtype=np.int64))[0]
+
+
+@functools.lru_cache(maxsize=None)
+def block_optimum(*args, **kwargs) -> float:
+    """The brute-force optimum of ``block_cost(*args, **kwargs)``, enumerated once for the tests that solve
+    the same graph with and without MILP segments."""
+    return float(enumerate_all(block_cost(*args, **kwargs)).min())
 
 
 CLEAN = [
@@ -223,7 +231,7 @@ def test_one_dropped_source_keeps_the_invoke_overheads(invoke: float, enumerate_
     started (instead of freeing every overhead), which proves this optimum (by enumeration and by MILP
     segments alike); freeing every overhead left a gap here."""
     cost = block_cost(2, 3, 3, invoke, broadcast=True)
-    optimum = float(enumerate_all(cost).min())
+    optimum = block_optimum(2, 3, 3, invoke, broadcast=True)
     allowed = np.ones((cost.num_groups, 3), dtype=bool)
     result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=enumerate_limit)
     assert result.dropped > 0
@@ -253,7 +261,7 @@ def test_mask_statuses_bound_the_optimum(seed: int, invoke: float, into: str, en
     brute-force optimum (enumerated segments carry the cuts' statuses exactly, MILP segments relax them),
     and a zero gap means the placement is the optimum."""
     cost = block_cost(seed, 3, 3, invoke, broadcast=True, into=into)
-    optimum = float(enumerate_all(cost).min())
+    optimum = block_optimum(seed, 3, 3, invoke, broadcast=True, into=into)
     allowed = np.ones((cost.num_groups, 3), dtype=bool)
     result = solve_decomposed(cost, allowed, max_segment=1, enumerate_limit=enumerate_limit)
     assert result.dropped > 0
