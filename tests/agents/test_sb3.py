@@ -256,16 +256,16 @@ def test_method_errors():
         method.predict_placement(make_env("tiny_bert"))
 
 
-def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact():
+def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact(monkeypatch):
     """n_envs > 1: env copies in a real SubprocVecEnv; every evaluation in a worker counts, none over budget."""
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     env = make_env()
     method = PPOGNN(n_envs=2, n_steps=8, batch_size=16)
-    vec_env = method.make_vec_env(env)
-    assert isinstance(vec_env, SubprocVecEnv)
-    vec_env.close()
+    made, make_vec_env = [], method.make_vec_env  # the run's own vector env (its workers start once)
+    monkeypatch.setattr(method, "make_vec_env", lambda e: made.append(make_vec_env(e)) or made[-1])
     result = method.place(env, budget=21, seed=0)
+    assert len(made) == 1 and isinstance(made[0], SubprocVecEnv)
     assert 1 <= result.evaluations <= 21 and len(result.history) == result.evaluations
     assert env.problem.evaluations == 1  # only the final deterministic placement ran in this process
     assert np.isfinite(result.latency)
