@@ -144,9 +144,10 @@ def score_matrices(
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], dict[str, str]]:
     """Per method the ``(runs, tasks)`` score matrix over the tasks every complete method covers.
 
-    A method with one row per task (seedless) counts it once for each distinct seed among the rows (so a
-    run of seed 0 alone is one run per task, never repeated into five). Methods missing a task, or with unequal runs per task,
-    are left out (with the reason).
+    A seedless method (:data:`~placement_gym.protocol.SEEDLESS`) with one row per task counts it once for
+    each distinct seed among the rows (so a run of seed 0 alone is one run per task, never repeated into
+    five); a seeded method's rows are its runs (a method run with seed 0 only has one run per task). Methods
+    missing a task, or with unequal runs per task, are left out (with the reason).
 
     Returns:
         ``(matrices, tasks, left_out)``: ``left_out`` maps a method to why it has no matrix.
@@ -165,7 +166,7 @@ def score_matrices(
             )
             continue
         runs = {len(cells[t]) for t in tasks}
-        if runs == {1}:
+        if runs == {1} and method.partition(":")[0] in protocol.SEEDLESS:
             cols = [np.repeat(cells[t], seeds) for t in tasks]
         elif len(runs) == 1:
             cols = [np.asarray(cells[t]) for t in tasks]

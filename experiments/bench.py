@@ -46,7 +46,7 @@ from placement_gym.results import cell_key
 from placement_gym.zoo import MODELS
 
 #: Methods whose result does not depend on the seed (run once, reported for every seed count).
-_SEEDLESS = {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"}
+_SEEDLESS = protocol.SEEDLESS
 
 
 def coarse_label(coarsening: str, k: int | None) -> str:

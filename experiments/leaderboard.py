@@ -35,6 +35,7 @@ from experiments import curves_page, identical_methods, ray_cells
 from experiments.arguments import module_main
 from experiments.parsers.leaderboard import PAGE, RESULTS, add_arguments  # noqa: F401 (PAGE: re-exported)
 from placement_gym.errors import ConfigError
+from placement_gym.protocol import SEEDLESS  # noqa: F401 (re-exported: methods run once per task)
 from placement_gym.results import ResultRow, ResultStore, first_per_cell
 
 #: Every method of the leaderboard, in run order (cheap classical baselines and searches first, then the
@@ -64,10 +65,30 @@ METHODS: tuple[str, ...] = (
     "ppo_gnn:observation=graph",
     "a2c_gnn:observation=graph",
 )
+#: The methods of the ``large`` tier (5,000 distinct placements), in run order: the searches, the SB3
+#: learners and the torch PPO example, then the published systems (seed 0 only where a run takes over 10
+#: minutes on one core).
+LARGE_METHODS: tuple[str, ...] = (
+    "random_search",
+    "local_search",
+    "simulated_annealing",
+    "guided_improvement",
+    "a2c_gnn",
+    "ppo_gnn",
+    "maskable_ppo_gnn",
+    "ppo_torch:train",
+    "pretrained_ppo",
+    "guided_ppo",
+    "maskable_ppo_improve",
+    "hsdag",
+    "rl_placement",
+    "grouper_placer",
+    "placeto",
+)
+#: The methods each tier is run for (its page names those without rows); other tiers: :data:`METHODS`.
+TIER_METHODS: dict[str, tuple[str, ...]] = {"large": LARGE_METHODS}
 #: Progress lines, flushed (the run is long and usually logs to a file).
 _PRINT = functools.partial(print, flush=True)
-#: Methods whose result does not depend on the seed (run once per task).
-SEEDLESS = frozenset({"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"})
 
 
 def method_name(spec: str) -> str:
@@ -113,9 +134,15 @@ def run_tier(
     log: Callable[[str], None] = _PRINT,
     ray_address: str | None = None,
     ray_cpus: float = 1.0,
+    seeds: Sequence[int] | None = None,
 ) -> int:
     """Run every missing cell of ``tier`` for ``methods`` (in order); returns the number of cells run.
-    With ``ray_address`` the cells run as Ray tasks of ``ray_cpus`` CPUs each (:mod:`experiments.ray_cells`)."""
+    ``seeds`` (default: the protocol's) are the seeds of the seeded methods (a seedless one runs seed 0).
+    With ``ray_address`` the cells run as Ray tasks of ``ray_cpus`` CPUs each (:mod:`experiments.ray_cells`).
+
+    Raises:
+        ConfigError: If a seed is not one of the protocol's.
+    """
     from agents.specs import parse_spec
     from experiments.bench import run_cell
     from experiments.ray_cells import Cell, Ran, cell_runner
@@ -125,6 +152,12 @@ def run_tier(
     from placement_gym.zoo import MODELS
 
     budget = tier_budget(tier)
+    run_seeds = tuple(dict.fromkeys(SEEDS if seeds is None else seeds))
+    outside = [s for s in run_seeds if s not in SEEDS]
+    if outside or not run_seeds:
+        raise ConfigError(
+            f"seeds {outside or '(none)'} are not seeds of protocol {VERSION} ({', '.join(map(str, SEEDS))})"
+        )
     for spec in methods:  # an unknown method or a bad argument fails now, not after an hour of other cells
         parse_spec(spec)
     task_list = resolve_tasks(list(tasks) if tasks else ["train"])
@@ -151,14 +184,14 @@ def run_tier(
         store = ResultStore(store_path(results, tier, spec))
         for reason in store.set_aside():
             log(f"note: set aside {reason} (its cell runs again)")
-        seeds = SEEDS[:1] if method_name(spec) in SEEDLESS else SEEDS
+        cell_seeds = SEEDS[:1] if method_name(spec) in SEEDLESS else run_seeds
         done = {
             (r.model, r.platform, r.seed)
             for r in store.rows()
             if r.method == spec and r.budget == budget and r.protocol == VERSION
         }
         for task in task_list:
-            for seed in seeds:
+            for seed in cell_seeds:
                 if (task.model, task.platform, seed) in done:
                     continue
                 key = cell_key(
@@ -253,7 +286,7 @@ def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -
     """The page's section of one tier and track: the ranked table (IQM order), the per-task scores, the
     methods left out and why."""
     from experiments.aggregate import rank_methods
-    from placement_gym.protocol import TIERS
+    from placement_gym.protocol import SEEDS, TIERS, TRAIN_TASKS
 
     ranking = rank_methods(list(rows))
     matrices, tasks, left_out = ranking.matrices, ranking.tasks, ranking.left_out
@@ -283,9 +316,15 @@ def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -
             "Not ranked: " + "; ".join(f"{md_name(m)}: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
     lines += identical_methods.note(rows)
-    missing = [m for m in METHODS if m not in by_method and (track is None or spec_track(m) == track)]
-    if missing:
-        lines += ["", "No rows at this tier: " + ", ".join(f"`{m}`" for m in missing) + "."]
+    short = {m: coverage(rs) for m, rs in sorted(by_method.items()) if not _complete(m, rs)}
+    if short:
+        lines += [
+            "",
+            "Runs short of the protocol's "
+            f"{len(TRAIN_TASKS)} tasks x seeds {_seed_text(set(SEEDS))}: "
+            + "; ".join(f"{md_name(m)}: {text}" for m, text in short.items())
+            + ".",
+        ]
     lines += [
         "",
         f"Mean normalised score per task (over its runs), tier `{tier}`"
@@ -311,6 +350,56 @@ def split_masked(
     }
     masked = [r for rows in rows_by_tier.values() for r in rows if (r.model, r.platform) in masked_tasks]
     return rest, masked
+
+
+def _seed_text(seeds: set[int]) -> str:
+    """``0-4``, ``0, 2``, ``0 only``."""
+    order = sorted(seeds)
+    if len(order) == 1:
+        return f"{order[0]} only"
+    if order == list(range(order[0], order[-1] + 1)):
+        return f"{order[0]}-{order[-1]}"
+    return ", ".join(map(str, order))
+
+
+def coverage(rows: Sequence[ResultRow]) -> str:
+    """What one method's rows of a tier cover: ``12 tasks x seeds 0-2``, ``5 of 12 tasks x seed 0 only``
+    (seed sets that differ between tasks are named per count of tasks)."""
+    from placement_gym.protocol import TRAIN_TASKS
+
+    by_task: dict[tuple[str, str], set[int]] = {}
+    for r in rows:
+        by_task.setdefault((r.model, r.platform), set()).add(r.seed)
+    total = len(TRAIN_TASKS)
+    sets = sorted({frozenset(v) for v in by_task.values()}, key=lambda v: (-len(v), sorted(v)))
+    parts = []
+    for seeds in sets:
+        n = sum(1 for v in by_task.values() if v == seeds)
+        word = "seed" if len(seeds) == 1 else "seeds"
+        parts.append(f"{n if n == total else f'{n} of {total}'} tasks x {word} {_seed_text(set(seeds))}")
+    return ", ".join(parts)
+
+
+def _complete(method: str, rows: Sequence[ResultRow]) -> bool:
+    """Whether ``rows`` cover every train task with every protocol seed (a seedless method: seed 0)."""
+    from placement_gym.protocol import SEEDS, TRAIN_TASKS
+
+    seeds = SEEDS[:1] if method_name(method) in SEEDLESS else SEEDS
+    cells = {(r.model, r.platform, r.seed) for r in rows}
+    return all((t.model, t.platform, s) in cells for t in TRAIN_TASKS for s in seeds)
+
+
+#: What the page says of a tier besides its tables.
+TIER_NOTES: dict[str, str] = {
+    "large": (
+        "The `large` tier is run where compute fits: the searches with seeds 0-4, the learners with "
+        "seeds 0-2 (or more), and a method whose `large` run takes over 10 minutes on one core (the "
+        "REINFORCE systems, Placeto) with seed 0 only. Each table names every method whose runs fall short "
+        "of the protocol's; a method with rows on some tasks only is not ranked until its run is complete. "
+        "A run resumes where it stopped: "
+        "`placement-gym leaderboard --run large --methods NAME --seeds 0 1 2`."
+    ),
+}
 
 
 def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = ()) -> str:
@@ -351,6 +440,12 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
         rows = [r for r in rows_by_tier[tier] if r.protocol == VERSION and r.tier == tier]
         if rows:
             lines += [f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)", ""]
+            if tier in TIER_NOTES:
+                lines += [TIER_NOTES[tier], ""]
+            ran = {r.method for r in rows}
+            missing = [m for m in TIER_METHODS.get(tier, METHODS) if m not in ran]
+            if missing:
+                lines += ["No rows at this tier yet: " + ", ".join(f"`{m}`" for m in missing) + ".", ""]
             for track in TRACK_TITLES:
                 part = [r for r in rows if row_track(r) == track]
                 if part:
@@ -398,6 +493,8 @@ SUBMISSION = [
 
 
 def run_from_args(args: argparse.Namespace) -> None:
+    if args.seeds and not args.run:
+        raise ConfigError("--seeds chooses the seeds --run runs; give --run TIER too (e.g. --run large)")
     if args.methods and not args.run:
         raise ConfigError("--methods chooses what --run runs; give --run TIER too (e.g. --run standard)")
     ray_cells.check_arguments(args)
@@ -406,7 +503,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     if args.run:
         run_tier(
             args.run, args.methods or METHODS, args.results, args.tasks,
-            ray_address=args.ray_address, ray_cpus=args.ray_cpus,
+            ray_address=args.ray_address, ray_cpus=args.ray_cpus, seeds=args.seeds,
         )  # fmt: skip
     rejected: list[str] = []
     rows = stored_rows(args.results, rejected=rejected)

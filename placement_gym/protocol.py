@@ -38,6 +38,11 @@ VERSION = "v1"
 TIERS: dict[str, int] = {"tiny": 100, "standard": 500, "large": 5_000}
 #: Seeds of every seeded method.
 SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
+#: Registered methods whose result does not depend on the seed: each runs once per task (seed 0), and that
+#: row counts for every seed. Any other method's runs are its seeds' rows, never repeated.
+SEEDLESS: frozenset[str] = frozenset(
+    {"single_device", "heft", "m_topo", "m_etf", "m_sct", "milp", "moirai", "exact"}
+)
 #: Backend and coarsening of every protocol task.
 BACKEND, COARSENING = "simulated", "fused"
 #: The model families of the train split, and the platforms each is placed on (the held-out families,

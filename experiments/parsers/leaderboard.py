@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from experiments import ray_arguments
-from experiments.arguments import out_file, out_folder
+from experiments.arguments import UniqueList, out_file, out_folder, seed
 
 SUMMARY = __doc__.splitlines()[0]
 
@@ -28,6 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--methods", nargs="+", default=None, help="method specs to run (default: every leaderboard method)"
     )
     parser.add_argument("--tasks", nargs="+", default=None, help="protocol tasks or splits (default: train)")
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=seed,
+        action=UniqueList,
+        default=None,
+        help="protocol seeds the seeded methods of --run run (default: 0-4; a later run with more seeds "
+        "adds the missing cells)",
+    )
     parser.add_argument(
         "--results", type=out_folder, default=RESULTS, help="rows folder (default: results/leaderboard)"
     )

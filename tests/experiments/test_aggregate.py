@@ -116,3 +116,15 @@ def test_one_seed_is_one_run_per_task():
     rows = [_row(m, 0, task, 0.5, [(1, 1.0)]) for m in ("heft", "mine") for task in tasks]
     matrices, _, _ = score_matrices(rows)
     assert matrices["heft"].shape == matrices["mine"].shape == (1, 2)
+
+
+def test_a_seeded_method_run_with_seed_0_only_is_not_repeated_like_a_seedless_one():
+    """Beside methods run with seeds 0-4, a seedless method's row counts for every seed, but a seeded
+    method run with seed 0 alone (a slow system at the large tier) has one run per task: repeating it
+    would report five runs and a narrower interval than one run gives."""
+    tasks = [("resnet50", "cpu-dgpu"), ("bert", "cpu-igpu")]
+    rows = [_row(m, 0, task, 0.5, [(1, 1.0)]) for m in ("heft", "placeto") for task in tasks]
+    rows += [_row("mine", seed, task, 0.5 + seed / 20, [(1, 1.0)]) for seed in range(5) for task in tasks]
+    matrices, _, left_out = score_matrices(rows)
+    assert not left_out
+    assert matrices["heft"].shape == matrices["mine"].shape == (5, 2) and matrices["placeto"].shape == (1, 2)

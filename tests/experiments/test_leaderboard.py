@@ -18,7 +18,8 @@ STORED = sorted((ROOT / RESULTS).glob("*/*.jsonl"))
 def test_the_leaderboard_has_stored_rows_small_enough_for_git():
     assert STORED, f"no stored rows under {RESULTS}"
     sizes = [p.stat().st_size for p in STORED]
-    assert max(sizes) < 1_000_000 and sum(sizes) < 3_000_000  # the per-task tiers and the transfer track
+    # the per-task tiers (a large row is ~1.6 KB) and the transfer track
+    assert max(sizes) < 1_000_000 and sum(sizes) < 5_000_000
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -104,7 +105,9 @@ def test_the_page_shows_only_rows_that_validate_each_tier_apart_and_escapes_name
     assert md_name("milp:time_limit=30") == "`milp:time_limit=30`"
     table = render({"tiny": [dataclasses.replace(row, method=evil)]})
     body = [line for line in table.splitlines() if "9" in line and "script" in line]
-    assert len(body) == 2 and all(line.count("|") == 9 or line.count("|") == 3 for line in body)
+    rows_of_tables = [line for line in body if line.startswith("|")]  # the ranked row and the per-task row
+    assert len(rows_of_tables) == 2 and all(line.count("|") in (9, 3) for line in rows_of_tables)
+    assert all("|" not in line for line in body if not line.startswith("|"))  # the runs note: prose
 
 
 def test_the_mask_binding_tasks_are_ranked_apart_from_the_train_tasks(tmp_path):
@@ -135,3 +138,34 @@ def test_validate_rerun_finds_a_sample_of_cheap_stored_rows_identical(capsys):
     assert status == 0 and "rerun: 4 of 4 sampled rows identical" in out, out
     learner = [line for line in identical if "pretrained_ppo" in line]
     assert 0 < len(learner) < len(identical)
+
+
+def test_seeds_restrict_a_run_which_a_later_run_completes_and_the_page_states_what_is_short(tmp_path):
+    from experiments.leaderboard import coverage
+    from placement_gym.errors import ConfigError
+
+    task = ["resnet50/cpu-igpu"]
+    quiet = {"log": lambda *_: None}
+    assert run_tier("tiny", ["heft", "random_search"], tmp_path, tasks=task, seeds=[0, 1], **quiet) == 1 + 2
+    rows = stored_rows(tmp_path)["tiny"]
+    ran = sorted((r.method, r.seed) for r in rows)
+    assert ran == [("heft", 0), ("random_search", 0), ("random_search", 1)]
+    assert coverage([r for r in rows if r.method == "random_search"]) == "1 of 12 tasks x seeds 0-1"
+    page = render({"tiny": rows})
+    assert "Runs short of the protocol's 12 tasks x seeds 0-4: `heft`: 1 of 12 tasks x seed 0 only" in page
+    assert run_tier("tiny", ["random_search"], tmp_path, tasks=task, **quiet) == 3  # seeds 2-4 added
+    with pytest.raises(ConfigError, match="not seeds of protocol"):
+        run_tier("tiny", ["random_search"], tmp_path, tasks=task, seeds=[5], **quiet)
+
+
+def test_the_large_tier_names_its_methods_without_rows(tmp_path):
+    from experiments.leaderboard import LARGE_METHODS
+
+    run_tier("tiny", ["random_search"], tmp_path, tasks=["resnet50/cpu-igpu"], seeds=[0], log=lambda *_: None)
+    (row,) = stored_rows(tmp_path)["tiny"]
+    import dataclasses
+
+    large = dataclasses.replace(row, tier="large", budget=5000)
+    page = render({"large": [large]})
+    assert "seed 0 only" in page and "No rows at this tier yet: `local_search`" in page
+    assert all(f"`{m}`" in page for m in LARGE_METHODS)
