@@ -149,6 +149,11 @@ def section(rows_by_tier: dict[str, list[ResultRow]]) -> list[str]:
     return lines
 
 
+def _label(method: str, width: int = 48) -> str:
+    """A legend label: the method spec, shortened past ``width`` characters."""
+    return method if len(method) <= width else method[: width - 3] + "..."
+
+
 def write_figures(rows_by_tier: dict[str, list[ResultRow]], folder: Path) -> list[Path]:
     """Draw the curve and profile PNGs into ``folder`` (Agg backend); returns their paths."""
     import matplotlib
@@ -163,15 +168,18 @@ def write_figures(rows_by_tier: dict[str, list[ResultRow]], folder: Path) -> lis
     if not table:
         return []
     folder.mkdir(parents=True, exist_ok=True)
-    styles = [(c, ls) for ls in ("-", "--") for c in plt.get_cmap("tab20").colors]
+    styles = [(c, ls) for ls in ("-", "--", ":") for c in plt.get_cmap("tab20").colors]
+    methods = sorted(set(table) | {r.method for rows in rows_by_tier.values() for r in rows})
+    style_of = dict(zip(methods, styles * (len(methods) // len(styles) + 1)))  # one style per method
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    for (color, style), method in zip(styles * 2, sorted(table)):
+    for method in sorted(table):
+        color, style = style_of[method]
         tier, _, cells = table[method]
         xs = [n for n, c in zip(points, cells) if c]
         mid, low, high = (np.array([c[i] for c in cells if c]) for i in range(3))
         ax.errorbar(
             xs, mid, yerr=[mid - low, high - mid], marker=".", capsize=2, color=color, linestyle=style,
-            label=f"{method} ({tier})",
+            label=f"{_label(method)} ({tier})",
         )  # fmt: skip
     ax.set(xscale="log", xticks=points, xticklabels=[f"{n:,}" for n in points])
     ax.set(xlabel="distinct placements evaluated", ylabel="IQM normalised score (95% CI)")
@@ -181,12 +189,13 @@ def write_figures(rows_by_tier: dict[str, list[ResultRow]], folder: Path) -> lis
     fig.savefig(curves, dpi=110, bbox_inches="tight")
     plt.close(fig)
     tiers = sorted(rows_by_tier, key=lambda t: _budgets(rows_by_tier)[t])
-    fig, axes = plt.subplots(1, len(tiers), figsize=(10 * len(tiers), 4.5), squeeze=False)
-    for ax, tier in zip(axes[0], tiers):
+    fig, axes = plt.subplots(len(tiers), 1, figsize=(10, 4.5 * len(tiers)), squeeze=False)
+    for ax, tier in zip(axes[:, 0], tiers):
         matrices, _, _ = score_matrices(rows_by_tier[tier])
-        for (color, style), method in zip(styles * 2, sorted(matrices)):
+        for method in sorted(matrices):
+            color, style = style_of[method]
             mid, low, high = profile_bands(matrices[method], TAUS)
-            ax.plot(TAUS, mid, color=color, linestyle=style, label=method)
+            ax.plot(TAUS, mid, color=color, linestyle=style, label=_label(method))
             ax.fill_between(TAUS, low, high, alpha=0.12, color=color)
         ax.set(title=f"tier {tier}", xlabel="normalised score tau", ylabel="fraction of runs with score > tau")
         ax.set(ylim=(0, 1.02))

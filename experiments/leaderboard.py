@@ -5,7 +5,8 @@ cheapest methods first, appending one row per cell to ``results/leaderboard/<tie
 rows are the store: an interrupted run resumes where it stopped, a cell already stored is skipped). A
 seedless method (its result does not depend on the seed) runs once per task, with seed 0, and counts as
 the same result for every seed. Rows keep their history at fixed checkpoints only, so the committed
-store stays small; each row records the commit of the code that produced it (``extra["code"]``).
+store stays small; each row records the commit of the code that produced it (``extra["code"]``) and the
+CPU-seconds of its run (``extra["cpu_seconds"]``; its wall time depends on what else the machine ran).
 
 ``placement-gym leaderboard`` (without ``--run``) only regenerates the page from the stored rows that pass
 ``placement-gym validate`` (replayed, with verdicts cached per version of the code; a row left out is
@@ -170,7 +171,8 @@ def run_tier(
         if math.isnan(row.score):  # the protocol's row carries it; computed here if not
             ref = reference_optimum(row.model, row.graph_version, row.platform, row.coarsening)
             row = dataclasses.replace(row, score=ref.score(row.latency))
-        row = dataclasses.replace(row, extra={**row.extra, "code": code})
+        extra = {**row.extra, "code": code, "cpu_seconds": round(cell.cpu_seconds, 3)}  # wall time: shared
+        row = dataclasses.replace(row, extra=extra)
         store.append(row)
         store.release(key)  # append releases the row's own key; this one too if they differ
         ran += 1
@@ -282,26 +284,45 @@ def row_track(row: ResultRow) -> str:
     return row.track or spec_track(row.method)
 
 
-def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -> list[str]:
+def tier_table(
+    rows: Sequence[ResultRow],
+    tier: str,
+    track: str | None = None,
+    tier_tasks: set[tuple[str, str]] | None = None,
+) -> list[str]:
     """The page's section of one tier and track: the ranked table (IQM order), the per-task scores, the
-    methods left out and why."""
+    methods left out and why. A method without rows on one of ``tier_tasks`` (default: the tasks of
+    ``rows``; the page passes those of the whole tier) is not ranked (its run is not complete)."""
     from experiments.aggregate import rank_methods
     from placement_gym.protocol import SEEDS, TIERS, TRAIN_TASKS
 
-    ranking = rank_methods(list(rows))
-    matrices, tasks, left_out = ranking.matrices, ranking.tasks, ranking.left_out
-    stats, order, by_method = ranking.stats, ranking.order, ranking.by_method
+    train = tier_tasks if tier_tasks is not None else {(r.model, r.platform) for r in rows}
+    covered: dict[str, set[tuple[str, str]]] = {}
+    for r in rows:
+        covered.setdefault(r.method, set()).add((r.model, r.platform))
+    partial = {m: len(train & c) for m, c in covered.items() if not train <= c}
+    ranking = rank_methods([r for r in rows if r.method not in partial])
+    matrices, tasks, left_out = ranking.matrices, ranking.tasks, dict(ranking.left_out)
+    left_out.update({m: f"rows on {n} of {len(train)} tasks so far" for m, n in partial.items()})
+    by_method = {**ranking.by_method}
+    for r in rows:
+        if r.method in partial:
+            by_method.setdefault(r.method, []).append(r)
+    stats, order = ranking.stats, ranking.order
     heading = (
         f"### Tier `{tier}`, {TRACK_TITLES[track]}"
         if track is not None
         else f"## Tier `{tier}` ({TIERS.get(tier, '?')} evaluations per run)"
     )
-    lines = [
-        heading,
-        "",
-        "| rank | method | IQM [95% CI] | optimality gap [95% CI] | runs | evaluations | wall time (s) | code |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    lines = [heading, ""] + (
+        [
+            "| rank | method | IQM [95% CI] | optimality gap [95% CI] | runs | evaluations | wall time (s) "
+            "| code |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        if order
+        else ["No method of this track has rows on every task of the tier yet."]
+    )
     for rank, m in enumerate(order, 1):
         rs = by_method[m]
         codes = sorted({str(r.extra.get("code", "unknown")) for r in rs})
@@ -325,6 +346,8 @@ def tier_table(rows: Sequence[ResultRow], tier: str, track: str | None = None) -
             + "; ".join(f"{md_name(m)}: {text}" for m, text in short.items())
             + ".",
         ]
+    if not order:
+        return lines + [""]
     lines += [
         "",
         f"Mean normalised score per task (over its runs), tier `{tier}`"
@@ -449,7 +472,7 @@ def render(rows_by_tier: dict[str, list[ResultRow]], rejected: Sequence[str] = (
             for track in TRACK_TITLES:
                 part = [r for r in rows if row_track(r) == track]
                 if part:
-                    lines += tier_table(part, tier, track)
+                    lines += tier_table(part, tier, track, {(r.model, r.platform) for r in rows})
     from experiments import masked_task  # builds the tasks' problems: imported only to write the page
 
     lines += masked_task.section([r for r in masked if r.protocol == VERSION])

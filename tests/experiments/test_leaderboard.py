@@ -43,6 +43,7 @@ def test_run_is_resumable_and_seedless_methods_run_once(tmp_path, monkeypatch):
     for r in rows:
         assert r.protocol and r.tier == "tiny" and r.budget == 100 and r.evaluations <= 100
         assert r.extra["code"] and math.isfinite(r.score) and r.score <= 1 + 1e-9
+        assert r.extra["cpu_seconds"] >= 0
         assert len(r.history) <= 12  # thinned at fixed checkpoints
     import experiments.bench as bench
 
@@ -169,3 +170,20 @@ def test_the_large_tier_names_its_methods_without_rows(tmp_path):
     page = render({"large": [large]})
     assert "seed 0 only" in page and "No rows at this tier yet: `local_search`" in page
     assert all(f"`{m}`" in page for m in LARGE_METHODS)
+
+
+def test_a_method_without_rows_on_some_of_the_tiers_tasks_is_not_ranked_even_alone_in_its_track(tmp_path):
+    import dataclasses
+
+    tasks = ["resnet50/cpu-igpu", "resnet50/cpu-dgpu"]
+    run_tier("tiny", ["random_search"], tmp_path, tasks=tasks, seeds=[0], log=lambda *_: None)
+    run_tier("tiny", ["local_search"], tmp_path, tasks=tasks[:1], seeds=[0], log=lambda *_: None)
+    rows = [dataclasses.replace(r, tier="large", budget=5000) for r in stored_rows(tmp_path)["tiny"]]
+    page = render({"large": rows})
+    white = page.split("White-box track", 1)[1].split("### ", 1)[0]
+    assert "| 1 | `local_search`" not in white
+    assert "Not ranked: `local_search`: rows on 1 of 2 tasks so far" in white
+    assert "`local_search`: 1 of 12 tasks x seed 0 only" in white
+    other = [r for r in rows if r.method == "random_search" and r.platform == "cpu-dgpu"]
+    alone = render({"large": [r for r in rows if r.method == "local_search"] + other})
+    assert "No method of this track has rows on every task of the tier yet." in alone
