@@ -64,6 +64,10 @@ from placement_gym.platforms import Platform
 from placement_gym.zoo.loading import core, random_inputs
 
 EXECUTORS = ("partitioned", "pieces", "hetero")
+#: Default bound on the estimated bytes of the partitioned executor's compiled segments (see
+#: :meth:`~placement_gym.measured.dataflow.PartitionedExecutor.estimate`): with it, 200 random BERT
+#: placements stay under 1.5 GB of peak RSS (docs/performance.md).
+MAX_COMPILED_BYTES = 768 << 20
 #: Reference placements for drift correction: none, or everything on the platform's host device.
 REFERENCES = (None, "host")
 
@@ -96,9 +100,12 @@ class MeasuredBackend(LatencyBackend):
         cache_path: JSON-lines file that persists results across processes, or None. A path that is a
             directory, or whose parent is a file, is refused here rather than failing during ``evaluate``.
         seed: Seed of the model inputs.
-        max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: twice
-            the model's op count, about two copies of the weights; eight, the earlier default, took BERT's
-            peak RSS to 4.4 GB).
+        max_compiled_ops: Partitioned executor: compiled segments kept, counted in ops (default: no bound
+            in ops; ``max_compiled_bytes`` bounds them).
+        max_compiled_bytes: Partitioned executor: compiled segments kept, bounded by their estimated
+            bytes (weights, written tensors and a fixed overhead each; default
+            :data:`MAX_COMPILED_BYTES`). The two virtual CPUs of the ``local`` platform share compiled
+            segments (they compile identically), so a segment compiled for one serves the other.
         max_pieces: Piecewise executor: compiled pieces kept (default: every group on every device
             configuration).
         max_piece_bytes: Piecewise executor: bound on the estimated bytes of the kept pieces (weights plus
@@ -132,6 +139,7 @@ class MeasuredBackend(LatencyBackend):
         cache_path: str | None = None,
         seed: int = 0,
         max_compiled_ops: int | None = None,
+        max_compiled_bytes: int | None = MAX_COMPILED_BYTES,
         max_pieces: int | None = None,
         max_piece_bytes: int = MAX_PIECE_BYTES,
         run_timeout: float = 600.0,
@@ -156,6 +164,8 @@ class MeasuredBackend(LatencyBackend):
         _check_int("seed", seed, 0)
         if max_compiled_ops is not None:
             _check_int("max_compiled_ops", max_compiled_ops, 1)
+        if max_compiled_bytes is not None:
+            _check_int("max_compiled_bytes", max_compiled_bytes, 1)
         if max_pieces is not None:
             _check_int("max_pieces", max_pieces, 1)
         _check_int("max_piece_bytes", max_piece_bytes, 1)
@@ -199,14 +209,14 @@ class MeasuredBackend(LatencyBackend):
                 cores=worker_cores(platform) if driver == "threads" else None,
             )
         else:
-            limit = max_compiled_ops if max_compiled_ops is not None else 2 * benchmark.ops.num_nodes
             self.executor = PartitionedExecutor(
                 model,
                 benchmark.ops,
                 platform,
                 self.core,
                 inputs,
-                max_compiled_ops=limit,
+                max_compiled_ops=max_compiled_ops,
+                max_compiled_bytes=max_compiled_bytes,
                 run_timeout=float(run_timeout),
                 driver=driver,
                 cores=worker_cores(platform) if driver == "threads" else None,

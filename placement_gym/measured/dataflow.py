@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import openvino as ov
@@ -45,6 +45,10 @@ class _Compiled:
     request: ov.InferRequest
     runs: int = 0
 
+
+#: Estimated bytes a compiled segment holds besides its weights and written tensors (its compiled model and
+#: infer request; about 0.5-1 MiB measured on BERT's segments with the CPU plugin).
+COMPILED_OVERHEAD = 1 << 20
 
 #: Who starts ready segments during a run (see :class:`PartitionedExecutor`).
 DRIVERS = ("queue", "threads")
@@ -219,6 +223,17 @@ class _ThreadRun(_RunState):
         self.done = threading.Event()
 
 
+def device_classes(platform: Platform) -> list[int]:
+    """Per device, the first device that OpenVINO compiles identically (same device string and config):
+    such devices share compiled segments (the ``local`` platform's two virtual CPUs do)."""
+    seen: dict[str, int] = {}
+    classes = []
+    for i, d in enumerate(platform.devices):
+        key = repr((d.ov_device, sorted(d.compile_config().items())))
+        classes.append(seen.setdefault(key, i))
+    return classes
+
+
 def worker_cores(platform: Platform) -> dict[int, int]:
     """The CPU each 1-thread CPU device's worker is pinned to: distinct CPUs this process may run on, in
     device order; empty (no pinning) if there are fewer such CPUs than devices."""
@@ -242,7 +257,12 @@ class PartitionedExecutor(Executor):
         platform: The devices; ``placement`` entries index ``platform.devices``.
         core: The OpenVINO core to compile with.
         inputs: Model inputs by input name (see :func:`~placement_gym.zoo.loading.random_inputs`).
-        max_compiled_ops: Keep compiled segments with at most this many ops in total (LRU eviction).
+        max_compiled_ops: Keep compiled segments with at most this many ops in total (LRU eviction);
+            None: no bound in ops.
+        max_compiled_bytes: Keep compiled segments whose estimated memory (:meth:`estimate`) totals at
+            most this many bytes (LRU eviction; room for a placement's new segments is made before they
+            are compiled); None: no bound in bytes. The segments of the placement being prepared are
+            never evicted for it, so one placement larger than the bound is still compiled whole.
         run_timeout: Seconds after which one inference counts as hung.
         driver: How segments are started: ``"queue"`` (``start_async`` on OpenVINO's threads; each
             completion callback puts the segment on a queue, and the calling thread starts the segments
@@ -263,7 +283,8 @@ class PartitionedExecutor(Executor):
         core: ov.Core,
         inputs: dict[str, np.ndarray],
         *,
-        max_compiled_ops: int,
+        max_compiled_ops: int | None = None,
+        max_compiled_bytes: int | None = None,
         run_timeout: float = 600.0,
         driver: str = "queue",
         cores: dict[int, int] | None = None,
@@ -276,8 +297,17 @@ class PartitionedExecutor(Executor):
         self.index = ModelIndex(model, graph)
         self.graph = graph
         self.platform = platform
+        self.classes = device_classes(platform)
         self.core = core
         self.max_compiled_ops = max_compiled_ops
+        self.max_compiled_bytes = max_compiled_bytes
+        self._weight_bytes = np.asarray(graph.nodes["param_bytes"], dtype=np.int64)
+        self._out_bytes = np.asarray(graph.nodes["out_bytes"], dtype=np.int64)
+        self._sizes: dict[tuple[int, bytes], int] = {}
+        #: Estimated bytes of the kept compiled segments (:meth:`estimate`).
+        self.compiled_bytes = 0
+        #: Segments looked up by :meth:`prepare` (``lookups``) and how many were compiled (``compiled``).
+        self.stats = {"lookups": 0, "compiled": 0}
         self.run_timeout = run_timeout
         self._tensors: dict[Key, ov.Tensor] = {}
         for i, port in enumerate(model.inputs):
@@ -305,8 +335,24 @@ class PartitionedExecutor(Executor):
 
     def prepare(self, op_device: np.ndarray) -> Plan:
         segments = self.segments(op_device)
-        parts = [self._compile(s) for s in segments]
+        # devices that compile identically share one compiled segment: key it by the class's device
+        shared = [s if self.classes[s.device] == s.device else replace(s, device=self.classes[s.device]) for s in segments]
+        for s in shared:
+            if s.cache_key in self._failed:
+                raise ExecutionFailure(self._failed[s.cache_key], cacheable=True)
+        new = [s for s in shared if s.cache_key not in self._compiled]
+        self.stats["lookups"] += len(shared)
+        self.stats["compiled"] += len(new)
+        self._make_room(sum(self.estimate(s) for s in new), keep={s.cache_key for s in shared})
+        models = dict(zip((s.cache_key for s in new), self.index.build_many(new)))
+        parts = [self._compile(s, models.pop(s.cache_key, None)) for s in shared]
         return self._plan(parts, [s.device for s in segments])
+
+    def estimate(self, segment: Segment) -> int:
+        """Estimated bytes a compiled, wired segment holds: the weights its ops read, the tensors they
+        write (an upper bound of its intermediate buffers) and :data:`COMPILED_OVERHEAD`."""
+        ops = list(segment.ops)
+        return int(self._weight_bytes[ops].sum() + self._out_bytes[ops].sum()) + COMPILED_OVERHEAD
 
     def _plan(self, parts: list[_Compiled], devices: list[int]) -> Plan:
         """The plan of compiled ``parts`` (a topological order) run on ``devices``; evicts old entries."""
@@ -320,7 +366,9 @@ class PartitionedExecutor(Executor):
         self._evict()
         return Plan(parts, deps, users, devices)
 
-    def _compile(self, segment: Segment) -> _Compiled:
+    def _compile(self, segment: Segment, model: ov.Model | None = None) -> _Compiled:
+        """The compiled, wired ``segment`` from the cache, or compiled now (from ``model``, its built model,
+        if given)."""
         key = segment.cache_key
         hit = self._compiled.get(key)
         if hit is not None:
@@ -330,9 +378,9 @@ class PartitionedExecutor(Executor):
         if key in self._failed:
             raise ExecutionFailure(self._failed[key], cacheable=True)
         try:
-            compiled = self.core.compile_model(
-                self.index.build(segment), device.ov_device, device.compile_config()
-            )
+            if model is None:
+                model = self.index.build(segment)
+            compiled = self.core.compile_model(model, device.ov_device, device.compile_config())
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long messages
             reason = (
                 f"compiling a segment of {len(segment.ops)} ops on {device.name} ({device.ov_device}) "
@@ -354,6 +402,8 @@ class PartitionedExecutor(Executor):
         entry = _Compiled(segment, request)
         self._compiled[key] = entry
         self._compiled_ops += len(segment.ops)
+        self._sizes[key] = size = self.estimate(segment)
+        self.compiled_bytes += size
         return entry
 
     def _tensor(self, key: Key) -> ov.Tensor:
@@ -365,9 +415,31 @@ class PartitionedExecutor(Executor):
 
     def _evict(self) -> None:
         # plans hold references to their parts, so evicting never breaks a plan in use
-        while self._compiled_ops > self.max_compiled_ops and len(self._compiled) > 1:
-            _, entry = self._compiled.popitem(last=False)
-            self._compiled_ops -= len(entry.segment.ops)
+        while len(self._compiled) > 1 and self._over(0):
+            self._drop_oldest()
+
+    def _over(self, extra: int) -> bool:
+        """Whether the kept segments plus ``extra`` estimated bytes exceed a bound."""
+        ops_over = self.max_compiled_ops is not None and self._compiled_ops > self.max_compiled_ops
+        bytes_over = self.max_compiled_bytes is not None and self.compiled_bytes + extra > self.max_compiled_bytes
+        return ops_over or bytes_over
+
+    def _make_room(self, extra: int, keep: set[tuple[int, bytes]]) -> None:
+        """Evict least recently used segments not in ``keep`` until ``extra`` more bytes fit the bounds."""
+        for key in [k for k in self._compiled if k not in keep]:
+            if not self._over(extra):
+                return
+            self._drop(key)
+
+    def _drop_oldest(self) -> None:
+        self._drop(next(iter(self._compiled)))
+
+    def _drop(self, key: tuple[int, bytes]) -> _Compiled:
+        """Remove ``key`` from the compiled-segment cache, with its ops and bytes."""
+        entry = self._compiled.pop(key)
+        self._compiled_ops -= len(entry.segment.ops)
+        self.compiled_bytes -= self._sizes.pop(key)
+        return entry
 
     @property
     def num_compiled(self) -> int:
@@ -464,4 +536,6 @@ class PartitionedExecutor(Executor):
             self._workers = None
         self._compiled.clear()
         self._plans.clear()
+        self._sizes.clear()
         self._compiled_ops = 0
+        self.compiled_bytes = 0

@@ -29,22 +29,14 @@ import openvino as ov
 
 from placement_gym.errors import BackendError
 from placement_gym.graph import CompGraph
-from placement_gym.measured.dataflow import PartitionedExecutor, Plan, _Compiled
+from placement_gym.measured.dataflow import PartitionedExecutor, Plan, _Compiled, device_classes
 from placement_gym.measured.segments import Segment
 from placement_gym.platforms.devices import Platform
 
+__all__ = ["MAX_PIECE_BYTES", "PieceExecutor", "device_classes"]
+
 #: Default bound on the estimated bytes of the compiled pieces kept (weights plus written tensors).
 MAX_PIECE_BYTES = 2 << 30
-
-
-def device_classes(platform: Platform) -> list[int]:
-    """Per device, the first device that OpenVINO compiles identically (same device string and config)."""
-    seen: dict[str, int] = {}
-    classes = []
-    for i, d in enumerate(platform.devices):
-        key = repr((d.ov_device, sorted(d.compile_config().items())))
-        classes.append(seen.setdefault(key, i))
-    return classes
 
 
 class PieceExecutor(PartitionedExecutor):
@@ -86,10 +78,9 @@ class PieceExecutor(PartitionedExecutor):
                 f"groups must give each of the {graph.num_nodes} ops a group >= 0, got shape {groups.shape}"
             )
         super().__init__(
-            model, graph, platform, core, inputs, max_compiled_ops=1, run_timeout=run_timeout,
+            model, graph, platform, core, inputs, run_timeout=run_timeout,
             driver=driver, cores=cores,
         )  # fmt: skip
-        self.classes = device_classes(platform)
         num_groups = int(groups.max()) + 1 if groups.size else 0
         order = np.argsort(groups, kind="stable")
         self.members = np.split(order, np.cumsum(np.bincount(groups, minlength=num_groups))[:-1])
@@ -123,10 +114,10 @@ class PieceExecutor(PartitionedExecutor):
             parts.append(self._compile(self.piece(group, device)))
         return self._plan(parts, [d for _, d in pieces])
 
-    def _compile(self, segment: Segment) -> _Compiled:
+    def _compile(self, segment: Segment, model: ov.Model | None = None) -> _Compiled:
         key = segment.cache_key
         new = key not in self._compiled
-        entry = super()._compile(segment)
+        entry = super()._compile(segment, model)
         if new:
             self._bytes[key] = self._estimate(segment)
             self.piece_bytes += self._bytes[key]
@@ -146,9 +137,9 @@ class PieceExecutor(PartitionedExecutor):
         while len(self._compiled) > 1 and (
             len(self._compiled) > self.max_pieces or self.piece_bytes > self.max_piece_bytes
         ):
-            key, entry = self._compiled.popitem(last=False)
+            key = next(iter(self._compiled))
+            self._drop(key)
             self.piece_bytes -= self._bytes.pop(key)
-            self._compiled_ops -= len(entry.segment.ops)
 
     def is_warm(self, plan: Plan) -> bool:
         return all(p.runs > 0 for p in plan.parts)

@@ -229,12 +229,38 @@ class ModelIndex:
         The model is cloned and the segment's ops rewired to new Parameters, so the original is untouched;
         constants come along because the new model is everything the new Results depend on.
         """
+        return self.build_many([segment])[0]
+
+    def build_many(self, segments: list[Segment]) -> list[ov.Model]:
+        """:meth:`build` for segments with disjoint op sets (those of one placement), from one clone.
+
+        Each segment rewires only its own ops' inputs from outside it, so the models built from one clone
+        are the same as those built from a clone each: what a segment's Results depend on is its ops, its
+        new Parameters and the constants its ops read (constants read by several segments are shared by
+        their models, not copied). Cloning BERT and indexing the clone's ops costs tens of milliseconds,
+        once per call instead of once per segment.
+
+        Raises:
+            BackendError: If two segments share an op.
+        """
+        seen: set[int] = set()
+        for segment in segments:
+            if not seen.isdisjoint(segment.ops):
+                raise BackendError("build_many needs segments with disjoint op sets (one placement's)")
+            seen.update(segment.ops)
+        if not segments:
+            return []
         clone = self.model.clone()
         nodes = {
             op.get_friendly_name(): op
             for op in clone.get_ordered_ops()
             if op.get_type_name() not in ("Constant", "Parameter")
         }
+        return [self._rewire(segment, nodes) for segment in segments]
+
+    def _rewire(self, segment: Segment, nodes: dict[str, ov.Node]) -> ov.Model:
+        """The model of ``segment`` from the cloned ``nodes`` (by friendly name): its ops' inputs from
+        outside it rewired to new Parameters, Results on its outputs."""
         new_params: dict[Key, ov.Node] = {}
         for key in segment.inputs:
             etype, shape = self.specs[key]

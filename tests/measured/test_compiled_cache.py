@@ -1,0 +1,140 @@
+"""Tests of the partitioned executor's compiled-segment cache: identically configured devices share compiled
+segments, the cache stays within its bounds in ops and estimated bytes, evicted segments are recompiled
+with the outputs still identical to the unpartitioned model's, and segments built from one clone are the
+models built from a clone each."""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+import pytest
+
+from placement_gym.errors import BackendError
+from placement_gym.measured.backend import MeasuredBackend
+from placement_gym.measured.dataflow import COMPILED_OVERHEAD, PartitionedExecutor
+from tests.measured.test_backend import (
+    _assert_same_outputs,
+    _device,
+    _platform,
+    _random_placements,
+    _reference,
+)
+
+
+@pytest.fixture(scope="module")
+def platform():
+    return _platform()
+
+
+def _structure(model: ov.Model) -> list[tuple]:
+    """Everything compile_model sees of a model: per op in order, its type, name, inputs and constants."""
+    index = {op.get_instance_id(): i for i, op in enumerate(model.get_ordered_ops())}
+    rows = []
+    for op in model.get_ordered_ops():
+        inputs = [(index[i.get_source_output().get_node().get_instance_id()], i.get_source_output().get_index()) for i in op.inputs()]
+        data = op.get_data().tobytes() if op.get_type_name() == "Constant" else b""
+        shapes = [str(o.get_partial_shape()) for o in op.outputs()]
+        rows.append((op.get_type_name(), op.get_friendly_name(), inputs, shapes, data))
+    return rows
+
+
+def test_one_clone_builds_the_same_segments(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    backend = MeasuredBackend(tiny_bert, graph, platform)
+    executor = backend.executor
+    for placement in _random_placements(graph, 3, seed=11):
+        segments = executor.segments(graph.expand(placement))
+        together = executor.index.build_many(segments)
+        for segment, model in zip(segments, together):
+            assert _structure(model) == _structure(executor.index.build(segment))
+    with pytest.raises(BackendError, match="disjoint"):
+        executor.index.build_many([segments[0], segments[0]])
+    backend.close()
+
+
+def test_identically_configured_devices_share_compiled_segments(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    backend = MeasuredBackend(tiny_bert, graph, platform, repeats=1, warmup=0, rel_ci=None)
+    executor = backend.executor
+    ones = np.zeros(graph.num_groups, np.int64)
+    backend.evaluate(ones)
+    compiled = executor.num_compiled
+    plan = executor.prepare(graph.expand(1 - ones))  # everything on the other virtual CPU
+    assert executor.num_compiled == compiled and executor.is_warm(plan)  # nothing new, no warm-up
+    assert plan.devices == [1] * len(plan.parts)
+    _assert_same_outputs(backend, [1 - ones], _reference(tiny_bert))
+    backend.close()
+
+
+def test_differently_configured_devices_compile_their_own(tiny_cnn):
+    platform = _platform(_device("cpu0"), _device("cpu1", INFERENCE_NUM_THREADS=2), name="mixed")
+    graph = tiny_cnn.coarsen("fused")
+    backend = MeasuredBackend(tiny_cnn, graph, platform)
+    zeros = np.zeros(graph.num_groups, np.int64)
+    backend.infer(zeros)
+    backend.infer(1 - zeros)
+    assert {p.segment.device for p in backend.executor._compiled.values()} == {0, 1}
+    backend.close()
+
+
+@pytest.mark.parametrize("limit", ["max_compiled_ops", "max_compiled_bytes"])
+def test_the_compiled_segments_stay_within_their_bound(tiny_bert, platform, limit):
+    graph = tiny_bert.coarsen("fused")
+    bound = 6 if limit == "max_compiled_ops" else 3 * COMPILED_OVERHEAD
+    options = {"max_compiled_bytes": None, limit: bound}
+    backend = MeasuredBackend(tiny_bert, graph, platform, **options)
+    executor = backend.executor
+    reference = _reference(tiny_bert)
+    for placement in _random_placements(graph, 4, seed=5):
+        _assert_same_outputs(backend, [placement], reference)  # evicted segments are recompiled, still exact
+        kept = list(executor._compiled.values())
+        used = sum(len(p.segment.ops) for p in kept) if limit == "max_compiled_ops" else executor.compiled_bytes
+        assert used <= bound or len(kept) == 1
+        assert executor.compiled_bytes == sum(executor.estimate(p.segment) for p in kept)
+    assert executor.stats["compiled"] > executor.num_compiled  # something was evicted and compiled again
+    backend.close()
+
+
+def test_room_is_made_before_compiling(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    backend = MeasuredBackend(tiny_bert, graph, platform)
+    executor = backend.executor
+    placements = _random_placements(graph, 3, seed=9)
+    sizes = []
+    for placement in placements:
+        plan = executor.prepare(graph.expand(placement))
+        sizes.append(sum(executor.estimate(p.segment) for p in plan.parts))
+    executor.max_compiled_bytes = bound = max(sizes)
+    seen = {"peak": 0}
+    compile_model = executor.core.compile_model
+
+    class Watch:
+        def compile_model(self, *args, **kwargs):
+            seen["peak"] = max(seen["peak"], executor.compiled_bytes)
+            return compile_model(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(executor.core, name)
+
+    executor.core = Watch()
+    for placement in _random_placements(graph, 4, seed=10):
+        plan = executor.prepare(graph.expand(placement))
+        assert executor.compiled_bytes <= bound
+    assert 0 < seen["peak"] <= bound  # old segments were evicted before new ones were compiled
+    backend.close()
+
+
+def test_estimates_cover_weights_and_written_tensors(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    backend = MeasuredBackend(tiny_bert, graph, platform)
+    executor: PartitionedExecutor = backend.executor
+    plan = executor.prepare(graph.expand(np.zeros(graph.num_groups, np.int64)))
+    weights = int(np.asarray(tiny_bert.ops.nodes["param_bytes"]).sum())
+    written = int(np.asarray(tiny_bert.ops.nodes["out_bytes"]).sum())
+    assert executor.compiled_bytes == weights + written + len(plan.parts) * COMPILED_OVERHEAD
+    backend.close()
+
+
+def test_the_byte_bound_is_checked(tiny_cnn, platform):
+    with pytest.raises(BackendError, match="max_compiled_bytes"):
+        MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, max_compiled_bytes=0)
