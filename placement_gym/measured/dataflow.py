@@ -12,8 +12,11 @@ has one ``ov.Tensor`` for the executor's lifetime, set as the producer's output 
 consumer's input tensor. Because a segment's inputs and outputs depend only on its op set, a compiled
 segment is wired once and reused, unchanged, by every placement that contains it.
 
-Compiled segments are cached (LRU, keyed by device and op set) up to a total number of ops, so similar
-placements recompile only the segments that changed. A segment that failed to compile is remembered.
+Compiled segments are cached, keyed by op set and device configuration (devices that compile identically,
+such as the ``local`` platform's two virtual CPUs, share them), up to a bound in estimated bytes and/or
+ops with size-aware eviction (GreedyDual-Size, see :meth:`PartitionedExecutor._make_room`), so similar
+placements recompile only the segments that changed and the short segments that recur across random
+placements are compiled once. A segment that failed to compile is remembered.
 """
 
 from __future__ import annotations
@@ -304,6 +307,9 @@ class PartitionedExecutor(Executor):
         self._weight_bytes = np.asarray(graph.nodes["param_bytes"], dtype=np.int64)
         self._out_bytes = np.asarray(graph.nodes["out_bytes"], dtype=np.int64)
         self._sizes: dict[tuple[int, bytes], int] = {}
+        # GreedyDual-Size priorities of the kept segments and the inflation value (see _make_room)
+        self._priority: dict[tuple[int, bytes], float] = {}
+        self._inflation = 0.0
         #: Estimated bytes of the kept compiled segments (:meth:`estimate`).
         self.compiled_bytes = 0
         #: Segments looked up by :meth:`prepare` (``lookups``) and how many were compiled (``compiled``).
@@ -341,6 +347,9 @@ class PartitionedExecutor(Executor):
             if s.cache_key in self._failed:
                 raise ExecutionFailure(self._failed[s.cache_key], cacheable=True)
         new = [s for s in shared if s.cache_key not in self._compiled]
+        for s in shared:
+            if s.cache_key in self._priority:
+                self._priority[s.cache_key] = self._inflation + 1.0 / self._sizes[s.cache_key]
         self.stats["lookups"] += len(shared)
         self.stats["compiled"] += len(new)
         self._make_room(sum(self.estimate(s) for s in new), keep={s.cache_key for s in shared})
@@ -403,6 +412,7 @@ class PartitionedExecutor(Executor):
         self._compiled[key] = entry
         self._compiled_ops += len(segment.ops)
         self._sizes[key] = size = self.estimate(segment)
+        self._priority[key] = self._inflation + 1.0 / size
         self.compiled_bytes += size
         return entry
 
@@ -415,8 +425,7 @@ class PartitionedExecutor(Executor):
 
     def _evict(self) -> None:
         # plans hold references to their parts, so evicting never breaks a plan in use
-        while len(self._compiled) > 1 and self._over(0):
-            self._drop_oldest()
+        self._make_room(0, keep=set())
 
     def _over(self, extra: int) -> bool:
         """Whether the kept segments plus ``extra`` estimated bytes exceed a bound."""
@@ -425,20 +434,29 @@ class PartitionedExecutor(Executor):
         return ops_over or bytes_over
 
     def _make_room(self, extra: int, keep: set[tuple[int, bytes]]) -> None:
-        """Evict least recently used segments not in ``keep`` until ``extra`` more bytes fit the bounds."""
-        for key in [k for k in self._compiled if k not in keep]:
-            if not self._over(extra):
-                return
-            self._drop(key)
+        """Evict segments not in ``keep`` until ``extra`` more bytes fit the bounds (at least one is kept).
 
-    def _drop_oldest(self) -> None:
-        self._drop(next(iter(self._compiled)))
+        The victim is the segment of lowest GreedyDual-Size priority (Cao and Irani, 1997): a segment's
+        priority is the inflation value when it was last used plus one over its estimated bytes, and
+        evicting a segment raises the inflation value to its priority. Compiling costs about the same
+        whatever a segment's size, and short segments recur across random placements far more often than
+        long ones, so among segments used equally recently the largest go first: more compiles saved per
+        byte than least-recently-used eviction.
+        """
+        while self._over(extra) and len(self._compiled) > 1:
+            victims = [(h, k) for k, h in self._priority.items() if k not in keep]
+            if not victims:
+                return
+            priority, key = min(victims)
+            self._inflation = priority
+            self._drop(key)
 
     def _drop(self, key: tuple[int, bytes]) -> _Compiled:
         """Remove ``key`` from the compiled-segment cache, with its ops and bytes."""
         entry = self._compiled.pop(key)
         self._compiled_ops -= len(entry.segment.ops)
         self.compiled_bytes -= self._sizes.pop(key)
+        del self._priority[key]
         return entry
 
     @property
@@ -537,5 +555,6 @@ class PartitionedExecutor(Executor):
         self._compiled.clear()
         self._plans.clear()
         self._sizes.clear()
+        self._priority.clear()
         self._compiled_ops = 0
         self.compiled_bytes = 0
