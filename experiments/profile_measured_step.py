@@ -5,7 +5,9 @@ Runs ``--steps N`` one-shot episodes of ``--env`` with uniformly random, never-s
 placements of :mod:`experiments.bench_measured_env` with the same ``--seed``) and wraps the partitioned
 executor's phases in timers. Per step one JSON line: the phases' seconds, the number of segments, how many
 were compiled (``new``) and how many came from the compiled-segment cache (``hits``), the timed runs and
-the load average; the last line sums them up.
+the load average; the last line averages them over the steps. (``compile_total`` is compiling and wiring,
+``compile_model`` the part of it in OpenVINO's ``compile_model``; the first step also measures the env's
+single-device baselines.)
 
 Usage:
     python -m experiments.profile_measured_step --env DevicePlacement-bert-v1 --steps 20 --out runs/step_profile.jsonl
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     executor.core = _CoreProxy(executor.core, phase)
     executor.segments = _timed(phase, "split", executor.segments)
     executor.index.build = _timed(phase, "build", executor.index.build)
+    if hasattr(executor.index, "build_many"):  # one clone for a placement's new segments
+        executor.index.build_many = _timed(phase, "build", executor.index.build_many)
     original_compile = executor._compile
 
     def counting_compile(segment: Any, *rest: Any) -> Any:

@@ -35,7 +35,7 @@ import openvino as ov
 
 from placement_gym.errors import UnknownNameError
 from placement_gym.graph import CompGraph
-from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
+from placement_gym.measured.executor import MAX_FAILED, ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
 from placement_gym.platforms.devices import Platform
 
@@ -321,7 +321,7 @@ class PartitionedExecutor(Executor):
             self._tensors[param_key(i)] = ov.Tensor(data, shared_memory=True)
         self._compiled: OrderedDict[tuple[int, bytes], _Compiled] = OrderedDict()
         self._compiled_ops = 0
-        self._failed: dict[tuple[int, bytes], str] = {}
+        self._failed: OrderedDict[tuple[int, bytes], str] = OrderedDict()  # at most MAX_FAILED
         self._plans: OrderedDict[bytes, list[Segment]] = OrderedDict()
         self._done: queue.SimpleQueue = queue.SimpleQueue()
 
@@ -396,6 +396,8 @@ class PartitionedExecutor(Executor):
                 f"failed: {first_line(exc)}"
             )
             self._failed[key] = reason
+            if len(self._failed) > MAX_FAILED:
+                self._failed.popitem(last=False)
             raise ExecutionFailure(reason, cacheable=True) from exc
         request = compiled.create_infer_request()
         try:

@@ -18,6 +18,10 @@ import numpy as np
 from placement_gym.errors import BackendError
 from placement_gym.platforms.devices import Device
 
+#: Compile failures an executor remembers (the oldest is forgotten first), so a placement or segment that
+#: failed to compile is not compiled again while it is remembered.
+MAX_FAILED = 4096
+
 
 class ExecutionFailure(BackendError):
     """A placement could not be compiled or run.

@@ -28,7 +28,7 @@ import numpy as np
 import openvino as ov
 
 from placement_gym.graph import CompGraph
-from placement_gym.measured.executor import ExecutionFailure, Executor, first_line, timed_infer
+from placement_gym.measured.executor import MAX_FAILED, ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.platforms import Platform
 
 
@@ -86,7 +86,7 @@ class HeteroExecutor(Executor):
         self.inputs = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
         self._position = {name: i for i, name in enumerate(graph.names)}
         self._plans: OrderedDict[bytes, HeteroPlan] = OrderedDict()
-        self._failed: dict[bytes, str] = {}
+        self._failed: OrderedDict[bytes, str] = OrderedDict()  # at most MAX_FAILED
 
     def affinities(self, model: ov.Model, op_device: np.ndarray) -> None:
         """Set rt_info ``affinity`` on every op of ``model`` (a clone) for per-op placement ``op_device``."""
@@ -135,6 +135,8 @@ class HeteroExecutor(Executor):
         except Exception as exc:
             reason = f"HETERO compile on {self.device_string} failed: {first_line(exc)}"
             self._failed[key] = reason
+            if len(self._failed) > MAX_FAILED:
+                self._failed.popitem(last=False)
             raise ExecutionFailure(reason, cacheable=True) from exc
         plan = self._plans[key] = HeteroPlan(compiled, request)
         while len(self._plans) > self.cache_size:

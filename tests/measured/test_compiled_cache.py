@@ -138,3 +138,19 @@ def test_estimates_cover_weights_and_written_tensors(tiny_bert, platform):
 def test_the_byte_bound_is_checked(tiny_cnn, platform):
     with pytest.raises(BackendError, match="max_compiled_bytes"):
         MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, max_compiled_bytes=0)
+
+
+@pytest.mark.parametrize("executor", ["partitioned", "hetero"])
+def test_remembered_compile_failures_are_bounded(tiny_cnn, executor, monkeypatch):
+    module = "placement_gym.measured." + ("dataflow" if executor == "partitioned" else "hetero")
+    monkeypatch.setattr(f"{module}.MAX_FAILED", 2)
+    graph = tiny_cnn.coarsen("ops")
+    broken = _device("bad", INFERENCE_NUM_THREADS="abc")
+    backend = MeasuredBackend(tiny_cnn, graph, _platform(broken, _device("cpu1")), executor=executor, cache_size=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        placement = rng.integers(0, 2, graph.num_groups)
+        placement[0] = 0  # something on the broken device
+        assert not backend.evaluate(placement).feasible
+        assert len(backend.executor._failed) <= 2
+    backend.close()
