@@ -10,7 +10,7 @@ the load average; the last line averages them over the steps. (``compile_total``
 single-device baselines.)
 
 Usage:
-    python -m experiments.profile_measured_step --env DevicePlacement-bert-v1 --steps 20 --out runs/step_profile.jsonl
+    python -m experiments.profile_measured_step --env DevicePlacement-bert-local-measured-v1 --steps 20 --out runs/step_profile.jsonl
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _timed(totals: dict[str, float], name: str, fn: Callable[..., Any]) -> Calla
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-v1")
+    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
