@@ -16,8 +16,7 @@ Timing follows :mod:`placement_gym.measured.timing`: warm-up, then timed runs un
 interval of the median is within ``rel_ci`` (default +-2%) of it, at least ``repeats`` (6) and at most
 ``max_repeats`` runs within ``time_budget`` seconds. The warm-up runs are made only when the placement uses
 a compiled model that has not run before: once every compiled segment has run, its memory is allocated and
-further warm-up would only re-measure. By default (``warmup_scope="segments"``) they run just the
-never-run segments, each ``warmup`` times, rather than the whole placement. With ``reference="host"`` every evaluation interleaves runs of the
+further warm-up would only re-measure. With ``reference="host"`` every evaluation interleaves runs of the
 all-on-host placement with the candidate's and reports the median ratio times the reference's latency,
 measured once when first needed (:attr:`MeasuredBackend.reference_level`): drift of the machine's speed
 between evaluations cancels. Each result carries the half-width of its confidence interval (``ci``) and the
@@ -69,8 +68,6 @@ EXECUTORS = ("partitioned", "pieces", "hetero")
 #: :meth:`~placement_gym.measured.dataflow.PartitionedExecutor.estimate`, about 1.4 times what they take):
 #: BERT's steps then stay within 1.5 GB of peak RSS (docs/performance.md).
 MAX_COMPILED_BYTES = 896 << 20
-#: What the warm-up of a placement with never-run segments runs (see ``MeasuredBackend``).
-WARMUP_SCOPES = ("segments", "placement")
 #: Reference placements for drift correction: none, or everything on the platform's host device.
 REFERENCES = (None, "host")
 
@@ -89,11 +86,6 @@ class MeasuredBackend(LatencyBackend):
             :class:`~placement_gym.measured.dataflow.PartitionedExecutor`; workers are pinned to distinct
             CPUs by :func:`~placement_gym.measured.dataflow.worker_cores`).
         warmup: Untimed runs before timing a placement that uses a not-yet-run compiled model.
-        warmup_scope: What the warm-up runs: ``"segments"`` (default; partitioned and piecewise
-            executors): only the placement's compiled segments that never ran, each ``warmup`` times in
-            dataflow order, on the tensors earlier runs left (the same values every run computes), so that
-            every segment of the placement has run before timing starts, as with ``"placement"``: the
-            whole placement ``warmup`` times (interleaved with the reference's runs).
         repeats: Timed runs per evaluation: the minimum with ``rel_ci`` (made whatever the time budget;
             6 is the fewest whose median interval reaches 95%), the exact count without it (fewer if the
             time budget runs out; at least one).
@@ -138,7 +130,6 @@ class MeasuredBackend(LatencyBackend):
         executor: str = "partitioned",
         driver: str | None = None,
         warmup: int = 2,
-        warmup_scope: str = "segments",
         repeats: int = 6,
         max_repeats: int = 30,
         rel_ci: float | None = 0.02,
@@ -161,9 +152,6 @@ class MeasuredBackend(LatencyBackend):
         if driver not in DRIVERS:
             raise UnknownNameError("driver", str(driver), DRIVERS)
         _check_int("warmup", warmup, 0)
-        if warmup_scope not in WARMUP_SCOPES:
-            raise UnknownNameError("warmup_scope", str(warmup_scope), WARMUP_SCOPES)
-        self.warmup_scope = warmup_scope
         _check_int("repeats", repeats, 1)
         _check_int("max_repeats", max_repeats, 1)
         if rel_ci is not None and (
@@ -300,8 +288,6 @@ class MeasuredBackend(LatencyBackend):
         warmup = 0 if self.executor.is_warm(plan) else self.warmup
         try:
             reference = self._reference_run()
-            if warmup and self.warmup_scope == "segments" and self.executor.warm_up(plan, warmup):
-                warmup = 0  # the never-run segments ran on their own; the others had run before
             timing = measure(
                 lambda: self.executor.run(plan),
                 warmup=warmup,

@@ -469,24 +469,6 @@ class PartitionedExecutor(Executor):
     def is_warm(self, plan: Plan) -> bool:
         return all(p.runs > 0 for p in plan.parts)
 
-    def warm_up(self, plan: Plan, runs: int) -> bool:
-        """Run the parts of ``plan`` that never ran, ``runs`` rounds in the plan's topological order.
-
-        A part's inputs hold what their producers last wrote, which is what every run computes (the
-        same model on the same inputs), and a producer that never ran runs before its readers.
-        """
-        fresh = [p for p in plan.parts if p.runs == 0]
-        self._drain()
-        try:
-            for _ in range(runs):
-                for part in fresh:
-                    timed_infer(part.request, self.run_timeout)
-        finally:
-            self._drain()  # their completion callbacks fired too
-        for part in fresh:
-            part.runs += runs
-        return True
-
     # ------------------------------------------------------------------ running
     def run(self, plan: Plan) -> float:
         parts = plan.parts

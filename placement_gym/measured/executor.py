@@ -116,14 +116,5 @@ class Executor(abc.ABC):
         """Whether every compiled model of ``plan`` has run before (warm-up can be skipped)."""
         return False
 
-    def warm_up(self, plan: Any, runs: int) -> bool:
-        """Run the compiled models of ``plan`` that never ran, ``runs`` times each, untimed; False if this
-        executor can only warm up a whole plan (then nothing was run).
-
-        Raises:
-            ExecutionFailure: If an inference fails or times out.
-        """
-        return False
-
     def close(self) -> None:
         """Release compiled models and infer requests."""

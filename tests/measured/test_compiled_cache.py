@@ -154,31 +154,3 @@ def test_remembered_compile_failures_are_bounded(tiny_cnn, executor, monkeypatch
         assert not backend.evaluate(placement).feasible
         assert len(backend.executor._failed) <= 2
     backend.close()
-
-
-@pytest.mark.parametrize("driver", ["queue", "threads"])
-def test_segment_warm_up_runs_only_the_never_run_segments(tiny_bert, platform, driver):
-    graph = tiny_bert.coarsen("fused")
-    backend = MeasuredBackend(tiny_bert, graph, platform, driver=driver, repeats=2, rel_ci=None)
-    executor = backend.executor
-    reference = _reference(tiny_bert)
-    placements = _random_placements(graph, 2, seed=4)
-    backend.evaluate(placements[0])
-    plan = executor.prepare(graph.expand(placements[2]))
-    fresh = [p for p in plan.parts if p.runs == 0]
-    old = {id(p): p.runs for p in plan.parts if p.runs > 0}
-    assert fresh and not executor.is_warm(plan)
-    assert executor.warm_up(plan, 2)
-    assert all(p.runs == 2 for p in fresh) and all(p.runs == old[id(p)] for p in plan.parts if id(p) in old)
-    assert executor.is_warm(plan)
-    _assert_same_outputs(backend, [placements[2]], reference)
-    result = backend.evaluate(placements[3])
-    assert result.feasible and result.samples == 2
-    backend.close()
-
-
-def test_the_warm_up_scope_is_checked(tiny_cnn, platform):
-    from placement_gym.errors import UnknownNameError
-
-    with pytest.raises(UnknownNameError):
-        MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, warmup_scope="all")
