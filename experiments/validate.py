@@ -216,6 +216,9 @@ def rerun_row(row: ResultRow, where: str = "rerun") -> Verdict:
         )
     if again.evaluations != row.evaluations:
         problems.append(f"rerun spends {again.evaluations} evaluations, stored {row.evaluations}")
+    made, now = row.versions.get("torch_cpu_kernels"), again.versions.get("torch_cpu_kernels")
+    if problems and made is not None and now is not None and made != now:
+        problems.append(f"the row was made with torch's {made} CPU kernels, the rerun ran {now} (see protocol.md)")
     return Verdict(where, row, tuple(problems), again.latency)
 
 

@@ -31,6 +31,7 @@ import math
 import os
 import platform as pyplatform
 import socket
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -50,7 +51,8 @@ LIBRARIES = ("placement-gym", "openvino", "torch", "gymnasium", "stable-baseline
 
 
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a result depends on (and Python's)."""
+    """Installed versions of the libraries a result depends on (and Python's); where the run imported torch,
+    also the CPU kernels torch runs (:func:`torch_cpu_kernels`)."""
     out = {}
     for name in LIBRARIES:
         try:
@@ -58,7 +60,20 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name.replace("-", "_")] = "not installed"
     out["python"] = pyplatform.python_version()
+    kernels = torch_cpu_kernels()
+    if kernels is not None:
+        out["torch_cpu_kernels"] = kernels
     return out
+
+
+def torch_cpu_kernels() -> str | None:
+    """The vector instruction set of torch's CPU kernels (``AVX512``, ``AVX2``, ``DEFAULT``), or ``None`` if
+    torch is not imported. A seeded torch method repeats its row only with the same kernels, which sum in
+    another order at another width (docs/protocol.md)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 def thin_history(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,22 @@ def test_fuzz_every_corruption_of_provenance_or_score_is_rejected(store):
         if not problems:
             missed.append(f"{field}={getattr(bad, field, bad.extra.get('code'))!r} on {store[i].method} seed {store[i].seed}")
     assert not missed, "accepted corruptions:\n" + "\n".join(missed)
+
+
+def test_a_rerun_that_differs_names_the_cpu_kernels_a_torch_row_was_made_with():
+    """Rows of runs that imported torch record torch's CPU kernels; a rerun that differs and ran other kernels
+    says so (a seeded torch method repeats only with the same kernels)."""
+    import torch
+
+    from experiments.validate import rerun_row
+    from placement_gym.results import ResultStore, library_versions
+
+    assert library_versions()["torch_cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    path = Path(__file__).resolve().parents[2] / "results" / "leaderboard" / "standard" / "pretrained_ppo.jsonl"
+    row = min(ResultStore(path).rows(), key=lambda r: r.wall_time)  # well under a second to rerun
+    moved = [1 - row.placement[0], *row.placement[1:]]
+    forged = dataclasses.replace(row, placement=moved, versions={**row.versions, "torch_cpu_kernels": "VSX"})
+    problems = rerun_row(forged).problems
+    assert any("rerun places 1 of" in p for p in problems)
+    assert any("made with torch's VSX CPU kernels, the rerun ran" in p for p in problems)
+    assert rerun_row(row).ok  # the stored row itself repeats
