@@ -72,7 +72,7 @@ def load_demonstrations(
     """``(features, allowed, optimal devices)`` of episode 0 (the reference optimum) of each task."""
     import minari
 
-    from experiments.datasets import dataset_id
+    from experiments.cli.datasets import dataset_id
 
     demos = []
     for model, platform in tasks:
@@ -106,7 +106,7 @@ def score_on(model: Scorer, model_name: str, platform: str) -> dict:
     the task's graph version, group count and optimum."""
     import gymnasium as gym
 
-    from experiments.datasets import task_env_id
+    from experiments.cli.datasets import task_env_id
     from placement_gym.problem import problem_of
 
     env = gym.make(task_env_id(model_name, platform), observation="device")
@@ -132,7 +132,7 @@ def score_on(model: Scorer, model_name: str, platform: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     import placement_gym
-    from experiments.datasets import default_tasks
+    from experiments.cli.datasets import default_tasks
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.ray_arguments import DEFAULT_CPUS
+from experiments.defaults import RAY_CPUS as DEFAULT_CPUS
 from placement_gym.errors import BackendError, ConfigError
 from placement_gym.results import ResultRow, ResultStore, row_line
 
@@ -49,7 +49,7 @@ def comparable(row: ResultRow) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One cell: its key in the store, and the function that runs it (:func:`experiments.bench.run_cell`,
+    """One cell: its key in the store, and the function that runs it (:func:`experiments.grid.run_cell`,
     importable on the workers) with its arguments."""
 
     key: tuple

@@ -41,7 +41,7 @@ Listener = Callable[[np.ndarray, "Evaluation"], None]
 #: refuse them (a run's budget and stall rule, see ``start_run`` and :mod:`placement_gym.budget`).
 Guard = Callable[[int, int], None]
 #: Placements a run's memo keeps (least recently used dropped first): about 0.6 KB each for the
-#: simulated backend, so at most ~30 MB (``python -m experiments.bench_memory``: the ``cache_size 0`` run).
+#: simulated backend, so at most ~30 MB (``python -m experiments.speed.memory``: the ``cache_size 0`` run).
 #: A placement dropped from a full memo costs again if repeated.
 MEMO_SIZE = 50_000
 

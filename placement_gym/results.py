@@ -4,7 +4,7 @@ A :class:`ResultRow` records everything needed to replay and compare a result: t
 version, platform, backend, coarsening), the method spec, the seed, the tier and budget, the protocol
 version, the placement, its latency and normalised score, the evaluations spent, the wall time, the
 history thinned at fixed checkpoints (:data:`CHECKPOINTS`) and the library versions. ``bench`` and every
-experiment script that writes rows write this format; ``experiments.report`` and the aggregates read it.
+experiment script that writes rows write this format; ``experiments.records.report`` and the aggregates read it.
 
 A row's cell key (:attr:`ResultRow.key`) is its task, method, seed, budget and protocol version. The
 :class:`ResultStore` keeps one row per cell, also with several processes writing one folder (two

@@ -149,7 +149,7 @@ def test_cli_check_reads_code_blocks_and_spans(parser) -> None:
         "Run `placement-gym bench --tier standard --method heft` or\n\n"
         "```bash\ncd examples && placement-gym transfer fit \\\n    --out x   # placement-gym nothing\n"
         "```\n\n"
-        "    python -m experiments.no_such_module --out x\n    python -m experiments.tables --check\n\n"
+        "    python -m experiments.no_such_module --out x\n    python -m experiments.records.tables --check\n\n"
         "A `placement-gym\nleaderboard --runs tiny` span over two lines.\n\n"
         '    B="placement-gym bench --tiers tiny"\n    $B --seeds 0\n'
     )

@@ -123,3 +123,33 @@ def test_nothing_but_studies_imports_the_studies() -> None:
         if d.startswith("experiments.studies") and not s.startswith("experiments.studies")
     )
     assert not bad, f"imports of experiments.studies from outside it: {bad}"
+
+
+def importers_from_outside(graph: nx.DiGraph, package: str) -> list[tuple[str, str]]:
+    """Imports ``(importer, imported)`` of ``package`` or its modules by modules outside it."""
+
+    def inside(name: str) -> bool:
+        return name == package or name.startswith(package + ".")
+
+    return sorted((s, d) for s, d in graph.edges if inside(d) and not inside(s))
+
+
+def test_nothing_outside_the_cli_imports_it() -> None:
+    """The CLI depends on the rest; nothing depends on the CLI (its parsers and argument checks included)."""
+    bad = importers_from_outside(import_graph(), "experiments.cli")
+    assert not bad, f"imports of experiments.cli from outside it: {bad}"
+
+
+def test_an_import_of_the_cli_from_outside_is_found() -> None:
+    graph = nx.DiGraph(
+        [
+            ("experiments.grid", "experiments.cli.arguments"),  # outside -> CLI: found
+            ("experiments.cli.bench", "experiments.grid"),  # CLI -> outside: fine
+            ("experiments.cli_notes", "experiments.runs"),  # a name that only starts like the package
+            ("experiments.records.tables", "experiments.cli"),  # the package itself: found
+        ]
+    )
+    assert importers_from_outside(graph, "experiments.cli") == [
+        ("experiments.grid", "experiments.cli.arguments"),
+        ("experiments.records.tables", "experiments.cli"),
+    ]

@@ -40,7 +40,7 @@ def test_held_out_families_are_never_trained_on():
     with pytest.raises(ConfigError, match="vit_b16 is a held-out model family"):
         protocol.check_trainable("vit_b16")
     assert cli.main(["train", "--env", "DevicePlacement-vit_b16-cpu_igpu-sim-v0", "--agent", "ppo_gnn"]) == 2
-    from experiments import train_guided
+    from experiments.pretraining import guided_improvement
 
     with pytest.raises(ConfigError, match="convnext_t"):
-        train_guided.main(["--models", "tiny_cnn", "convnext_t"])
+        guided_improvement.main(["--models", "tiny_cnn", "convnext_t"])

@@ -101,7 +101,7 @@ def test_two_bench_processes_on_one_out_run_and_store_each_cell_once(tmp_path):
     (tmp_path / "marks").mkdir()
     out = tmp_path / "out"
     cmd = [
-        sys.executable, "-m", "experiments.bench", "--models", "tiny_cnn", "--platform", "cpu-dgpu",
+        sys.executable, "-m", "experiments.cli.bench", "--models", "tiny_cnn", "--platform", "cpu-dgpu",
         "--backend", "simulated", "--methods", "heft", "slow_agent:place", "--seeds", "0", "1", "--budget", "5",
         "--no-progress", "--out", str(out),
     ]  # fmt: skip
@@ -123,7 +123,7 @@ def test_two_bench_processes_on_one_out_run_and_store_each_cell_once(tmp_path):
 
 
 def test_repeated_arguments_run_each_cell_once(tmp_path):
-    from experiments.bench import run_grid
+    from experiments.grid import run_grid
 
     rows = run_grid(
         tmp_path, ["tiny_cnn", "tiny_cnn"], ["heft", "random_search", "random_search"], [0, 1, 0],

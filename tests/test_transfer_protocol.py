@@ -81,7 +81,7 @@ def test_pretraining_rules() -> None:
 
 
 def test_shipped_learners_pretraining_records_are_within_the_rules() -> None:
-    from experiments.transfer import SHIPPED_PRETRAINING, pretraining_of
+    from experiments.cli.transfer import SHIPPED_PRETRAINING, pretraining_of
 
     for name in SHIPPED_PRETRAINING:
         record = pretraining_of(name)

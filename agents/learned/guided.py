@@ -12,7 +12,7 @@ What is learned and what is search:
   from the cost model and the current placement (:data:`agents.learned.moves.MOVE_FEATURES`: compute and
   transfer change weighted by criticality, launch overheads, loads, move size and kind, and the change of
   a queue-free latency estimate of the whole placement). It is trained offline by
-  ``python -m experiments.train_guided --objective listwise`` on simulated improvement episodes over zoo
+  ``python -m experiments.pretraining.guided_improvement --objective listwise`` on simulated improvement episodes over zoo
   models on randomly perturbed platforms (DAgger-style rounds): at every placement an episode ranks, all
   of its ~4,500 moves are simulated (offline, outside any task's budget) and the scorer is fitted with a
   listwise ranking loss (:mod:`agents.learned.listwise`) to put the best improving moves first, with the
@@ -39,7 +39,7 @@ once; and at inference many moves are evaluated per step, not one sampled.
 
 Ablations (same search, other orders): ``ranker="random"`` (uniform), ``ranker="cost"`` (a hand-written
 order from the same features) and ``ranker="estimate"`` (the order of the queue-free estimate feature
-alone), see ``experiments/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
+alone), see ``experiments/records/learned_vs_search.py``; ``weights=agents/learned/pretrained`` is the
 method with one scorer for every platform; ``depth=0,walk=0`` is the search of the third pass (every
 ranked move tried, random kicks only), ``tabu="local"`` a variant whose tabu moves are tried again once
 their part of the graph has changed, and ``tabu="local",late=5,late_after=2`` that variant with late

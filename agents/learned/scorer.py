@@ -1,7 +1,7 @@
 """The learned move scorer: a small MLP from :data:`~agents.learned.moves.MOVE_FEATURES` to the relative
 latency change a move will cause, and its safe file format.
 
-Training (:mod:`experiments.train_guided`) is supervised on moves the simulator evaluated during improvement
+Training (:mod:`experiments.pretraining.guided_improvement`) is supervised on moves the simulator evaluated during improvement
 episodes: :func:`fit_scorer` classifies "does the move improve?" (or regresses the clipped change), and
 :func:`agents.learned.listwise.fit_listwise` ranks every move of a placement. Lower scores are tried first.
 Inference
@@ -23,10 +23,10 @@ from placement_gym.errors import PlacementGymError, UnknownNameError
 from placement_gym.files import load_json
 
 CLIP = 0.1
-#: The pretrained scorer shipped with the repository (``python -m experiments.train_guided`` remakes it).
+#: The pretrained scorer shipped with the repository (``python -m experiments.pretraining.guided_improvement`` remakes it).
 PRETRAINED = Path(__file__).with_name("pretrained")
 #: The pretrained scorer for platforms where memory binds (trained listwise, also on ``model-parallel``:
-#: ``python -m experiments.train_guided --objective listwise --platforms cpu-dgpu cpu-igpu multi-accel
+#: ``python -m experiments.pretraining.guided_improvement --objective listwise --platforms cpu-dgpu cpu-igpu multi-accel
 #: model-parallel --out agents/learned/pretrained-memory``).
 PRETRAINED_MEMORY = Path(__file__).with_name("pretrained-memory")
 
@@ -93,7 +93,7 @@ class MoveScorer:
         if not (path / "weights.pt").is_file() or not (path / "meta.json").is_file():
             raise PlacementGymError(
                 f"no move scorer in {str(path)!r} (expected weights.pt and meta.json); "
-                "make one with `python -m experiments.train_guided`"
+                "make one with `python -m experiments.pretraining.guided_improvement`"
             )
         meta = load_json(path / "meta.json", "move scorer file")  # bounded size, no NaN literals
         if not isinstance(meta, dict) or meta.get("features") != list(MOVE_FEATURES):

@@ -9,7 +9,7 @@ higher a move's logit, the earlier it is tried). That policy scores a move from 
 (:data:`~agents.learned.moves.MOVE_FEATURES`), the mean GNN embedding of its groups and its target
 device's descriptor; no weight depends on the graph or the platform, so one policy serves every task.
 
-It is trained offline by ``python -m experiments.pretrain_guided_ppo`` over zoo models on perturbed
+It is trained offline by ``python -m experiments.pretraining.guided_ppo`` over zoo models on perturbed
 platforms: first by imitation (every move of each visited placement simulated; the logits fitted
 listwise to the true relative latency changes), then by MaskablePPO on the improvement MDP with the
 move features in the observation (:class:`~agents.sb3.move_observation.MoveFeatureObservation`). The
@@ -131,7 +131,7 @@ class GuidedPPO(PlacementMethod):
 
     Args:
         policy: A shipped policy (``"all"``, ``"no-bert"``..., ``"untrained"``), a folder written by
-            ``experiments.pretrain_guided_ppo``, or ``"auto"`` (``no-<model>`` on a suite model, else
+            ``experiments.pretraining.guided_ppo``, or ``"auto"`` (``no-<model>`` on a suite model, else
             ``all``).
         fine_tune: Evaluations of MaskablePPO training on the target task before the search (0: none).
         stage: ``"ppo"`` (the shipped policies' final weights) or ``"imitation"`` (the ablation: their

@@ -1,7 +1,7 @@
 """``pretrained_ppo``: a MaskablePPO policy pretrained on many simulated tasks, zero-shot or fine-tuned.
 
 The policy is the device-free pair scorer of :mod:`agents.sb3.transfer_policy`, pretrained by
-``experiments/pretrain_sb3.py`` on the improvement MDP
+``experiments/pretraining/pretrained_ppo.py`` on the improvement MDP
 (:class:`~placement_gym.envs.DevicePlacementImproveEnv`) over zoo models, synthetic DAGs and perturbed
 platforms. Its weights fit any graph and any device count, so it places a task it never saw: the method
 builds the improvement env of the target problem, loads the weights into a policy built for its spaces,

@@ -1,6 +1,6 @@
 """Latency of every classical baseline on the simulated benchmark envs, against CPU-only.
 
-CPU-only is the same reference device as in ``bench`` (:func:`experiments.bench.cpu_device`).
+CPU-only is the same reference device as in ``bench`` (:func:`experiments.grid.cpu_device`).
 
 Usage: ``python -m experiments.studies.bench_baselines [--milp-time 120] [--models bert resnet50 inception_v3]``.
 Prints one JSON line per (model, method).
@@ -18,7 +18,7 @@ import numpy as np
 
 import placement_gym  # noqa: F401  (registers the envs)
 from agents import make_method
-from experiments.bench import cpu_device
+from experiments.grid import cpu_device
 from placement_gym.problem import problem_of
 
 METHODS = ("single_device", "random_search", "heft", "m_topo", "m_etf", "m_sct", "metis", "milp", "moirai")

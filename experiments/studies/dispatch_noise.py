@@ -1,9 +1,9 @@
 """Does the way the partitioned executor dispatches segments set the measurement noise? (issue #13)
 
-The replicates of :mod:`experiments.sim_vs_measured` disagree more the more segments a placement has
+The replicates of :mod:`experiments.fidelity.sim_vs_measured` disagree more the more segments a placement has
 (single-device placements 0.1-0.9% per-replicate sd, the most-split ones 2.7-4.5%), so the noise lives
 where segments meet. This script measures the same placements (the iid and blocks placements of
-:func:`experiments.sim_vs_measured.sample_placements`) under several *variants* of the measured backend,
+:func:`experiments.fidelity.sim_vs_measured.sample_placements`) under several *variants* of the measured backend,
 interleaved placement by placement (the variants' order alternates), in ``--passes`` passes, and compares
 the passes of each variant:
 
@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from experiments.sim_vs_measured import build_parser as build_sim_vs_measured_parser
-from experiments.sim_vs_measured import sample_placements
+from experiments.fidelity.sim_vs_measured import sample_placements
+from experiments.fidelity.sim_vs_measured import build_parser as build_sim_vs_measured_parser
 from placement_gym.benchmarks import load_benchmark
 from placement_gym.measured.backend import MeasuredBackend
 from placement_gym.platforms import load_platform
@@ -161,7 +161,7 @@ def summarize_variant(rows: list[dict[str, Any]], variant: str) -> dict[str, Any
 
 
 def sim_vs_measured_protocol() -> dict[str, Any]:
-    """The measured backend's settings in :mod:`experiments.sim_vs_measured`'s defaults (no result cache)."""
+    """The measured backend's settings in :mod:`experiments.fidelity.sim_vs_measured`'s defaults (no result cache)."""
     d = build_sim_vs_measured_parser().parse_args([])
     return {"warmup": d.warmup, "repeats": d.repeats, "max_repeats": d.max_repeats, "rel_ci": d.rel_ci,
             "reference": d.reference, "time_budget": d.time_budget, "cache_size": 0}  # fmt: skip

@@ -14,7 +14,7 @@ shared piece is never busy twice at once.
 
 What it measures differs from the partitioned executor in one way: the runtime cannot fuse layers across
 a group boundary and every piece is started on its own (the ``threads`` driver, the default here, starts a
-same-device chain with no thread handoff). ``experiments/executor_agreement.py`` measures both on the same
+same-device chain with no thread handoff). ``experiments/fidelity/executor_agreement.py`` measures both on the same
 placements (see docs/measured.md).
 
 Compiled pieces are kept in an LRU bounded by a count (``max_pieces``) and by an estimate of their bytes

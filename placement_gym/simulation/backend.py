@@ -60,7 +60,7 @@ class SimulatedBackend(LatencyBackend):
         cache_size: Most placements kept in the LRU result cache (0 disables it). It bounds the memory a
             long run grows to: on ``bert`` (206 groups) one entry costs about 0.4 KB (its key is the
             placement as int8 bytes, a feasible result its latency as a float), so the default 65,536
-            entries hold about 27 MB (``python -m experiments.bench_memory --steps 100000``).
+            entries hold about 27 MB (``python -m experiments.speed.memory --steps 100000``).
         cost_model: Use this cost model instead of building one (it must match ``graph`` and
             ``platform``); for hand-built problems and for sharing one model between backends.
         schedule: ``"auto"``, ``"groups"`` or ``"segments"`` (see the module docstring).

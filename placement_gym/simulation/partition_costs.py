@@ -3,7 +3,7 @@ fitted to measurements and applied to a :class:`~placement_gym.simulation.cost_m
 
 The ``local`` platform measures these figures with micro-benchmarks (:mod:`placement_gym.platforms.local`);
 :class:`PartitionCosts` lets them be replaced by figures fitted to measured placements
-(``python -m experiments.sim_fidelity``), to test whether the simulator's residual is one of them
+(``python -m experiments.fidelity.residuals``), to test whether the simulator's residual is one of them
 mis-sized:
 
 * ``invoke_overhead``: seconds each device pays per subgraph it starts (the schedule's connected

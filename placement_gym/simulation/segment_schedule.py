@@ -9,7 +9,7 @@ models single groups and charges segment boundaries to links between devices; on
 where the executor splits a placement much more finely than into its connected same-device parts
 (``iid`` placements of BERT: 61 segments more than parts on average) and where a boundary is work its
 two segments do on their own devices, that undercounts what a placement costs
-(``python -m experiments.sim_fidelity --schedule segments``, ``docs/simulator.md``). Rules:
+(``python -m experiments.fidelity.residuals --schedule segments``, ``docs/simulator.md``). Rules:
 
 * **Segments.** Two groups joined by a same-device edge share a segment when they have the same
   other-device ancestors and the same other-device descendants: merging them makes nothing wait that

@@ -3,7 +3,7 @@
 A task is a (model, graph version, platform, coarsening level) on the simulated backend. Its reference
 optimum is the best placement the exact solver (:mod:`agents.baselines.exact`) found, with a proven lower
 bound of every placement's latency; both are stored in ``optima.json`` next to this file and regenerated
-by ``python -m experiments.reference_optima``. A placement's latency is always the simulator's.
+by ``python -m experiments.records.reference_optima``. A placement's latency is always the simulator's.
 
 A task is identified by its content, :func:`task_sha256`: the model (name, graph version, and for a model
 file its hash), the coarsening level, the group count and every figure of the platform (devices in order,

@@ -185,7 +185,7 @@ def test_bad_arguments_and_missing_weights_are_named(tmp_path):
         make_method("guided_improvement", ranker="greedy")
     with pytest.raises(ValueError, match="batch_size"):
         make_method("guided_improvement", batch_size=0)
-    with pytest.raises(PlacementGymError, match="train_guided"):
+    with pytest.raises(PlacementGymError, match="pretraining.guided_improvement"):
         make_method("guided_improvement", weights=tmp_path)
     with pytest.raises(UnknownNameError):
         make_method("guided_improvement", tabu="forever")

@@ -81,7 +81,7 @@ def test_concatenate_keeps_placements_apart():
 
 def test_full_neighbourhood_labels_are_the_simulated_latencies():
     from agents.learned.search import CostRanker
-    from experiments.train_guided import collect_neighbourhoods
+    from experiments.pretraining.guided_improvement import collect_neighbourhoods
     from placement_gym.problem import PlacementProblem
 
     problem = PlacementProblem.make("tiny_bert", "multi-accel", "simulated")
@@ -115,7 +115,7 @@ def test_full_neighbourhood_labels_are_the_simulated_latencies():
 
 def test_descents_add_placements_after_the_episode():
     from agents.learned.search import CostRanker
-    from experiments.train_guided import collect_neighbourhoods
+    from experiments.pretraining.guided_improvement import collect_neighbourhoods
     from placement_gym.problem import PlacementProblem
 
     problem = PlacementProblem.make("tiny_cnn", "multi-accel", "simulated")
@@ -131,7 +131,7 @@ def test_descents_add_placements_after_the_episode():
 def test_episodes_follow_the_given_search_settings():
     from agents.base import BudgetTracker
     from agents.learned.search import CostRanker, guided_search
-    from experiments.train_guided import collect_neighbourhoods
+    from experiments.pretraining.guided_improvement import collect_neighbourhoods
     from placement_gym.problem import PlacementProblem
 
     problem = PlacementProblem.make("tiny_bert", "multi-accel", "simulated")

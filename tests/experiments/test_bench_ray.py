@@ -14,7 +14,7 @@ pytest.importorskip("ray")
 def test_bench_ray_reports_each_actor_count(driver, tmp_path, capsys):
     import ray
 
-    from experiments.bench_ray import main
+    from experiments.speed.ray_backend import main
 
     out = tmp_path / "rows.json"
     try:

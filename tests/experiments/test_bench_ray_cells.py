@@ -12,7 +12,7 @@ pytest.importorskip("ray")
 
 @pytest.mark.slow
 def test_bench_ray_cells_reports_each_configuration(tmp_path, capsys):
-    from experiments.bench_ray_cells import main
+    from experiments.speed.ray_cells import main
 
     out = tmp_path / "cells.json"
     results = main(["--methods", "heft", "--tasks", "resnet50/cpu-igpu", "--workers", "1", "--json", str(out)])

@@ -9,7 +9,7 @@ import pytest
 
 from agents.specs import parse_spec
 from experiments import cli
-from experiments.bench import run_grid
+from experiments.grid import run_grid
 from experiments.runs import ResultStore
 from placement_gym.errors import ConfigError
 
@@ -40,7 +40,7 @@ def test_bench_grid_writes_rows_report_and_resumes(tmp_path, monkeypatch):
     assert cpu.speedup_vs_cpu == pytest.approx(1.0)
 
     # a rerun finds every cell done and runs nothing (a method that would fail proves it is not called)
-    import experiments.bench as bench
+    import experiments.grid as bench
 
     monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("finished cell was rerun"))
     again = run_grid(tmp_path, methods=methods, seeds=[0, 1], budget=20, progress=False, **GRID)

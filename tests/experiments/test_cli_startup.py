@@ -87,10 +87,10 @@ def test_each_parser_module_summarises_its_command():
     import importlib
     import pkgutil
 
-    import experiments.parsers
+    import experiments.cli.parsers
 
-    names = [m.name for m in pkgutil.iter_modules(experiments.parsers.__path__)]
+    names = [m.name for m in pkgutil.iter_modules(experiments.cli.parsers.__path__)]
     assert {"bench", "train", "place", "validate"} <= set(names)
     for name in names:
-        summary = importlib.import_module(f"experiments.parsers.{name}").SUMMARY
-        assert summary == importlib.import_module(f"experiments.{name}").__doc__.splitlines()[0], name
+        summary = importlib.import_module(f"experiments.cli.parsers.{name}").SUMMARY
+        assert summary == importlib.import_module(f"experiments.cli.{name}").__doc__.splitlines()[0], name

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import curves_page, identical_methods
-from experiments.leaderboard import RESULTS, split_masked, stored_rows
+from experiments.records import curves_page, identical_methods
+from experiments.records.leaderboard import RESULTS, split_masked, stored_rows
 from placement_gym.tasks import reference_optimum
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ def minari_path(tmp_path, monkeypatch):
 def test_oneshot_round_trip_and_normalised_score(minari_path):
     import minari
 
-    from experiments.datasets import build_dataset, dataset_id
+    from experiments.cli.datasets import build_dataset, dataset_id
     from placement_gym.problem import PlacementProblem
 
     build_dataset(*TASK, "oneshot", path_points=2)
@@ -48,7 +48,7 @@ def test_oneshot_round_trip_and_normalised_score(minari_path):
 def test_sequential_episodes_place_groups_in_order(minari_path):
     import minari
 
-    from experiments.datasets import build_dataset, dataset_id
+    from experiments.cli.datasets import build_dataset, dataset_id
     from placement_gym.problem import PlacementProblem
 
     build_dataset(*TASK, "sequential")
@@ -65,7 +65,7 @@ def test_sequential_episodes_place_groups_in_order(minari_path):
 
 
 def test_bad_task_names_fail_clearly():
-    from experiments.datasets import dataset_id, parse_task, task_env_id
+    from experiments.cli.datasets import dataset_id, parse_task, task_env_id
     from placement_gym.errors import ConfigError, UnknownNameError
 
     with pytest.raises(ConfigError, match="model/platform"):
@@ -80,7 +80,7 @@ def test_behaviour_cloning_example_trains_and_scores(minari_path):
     import importlib.util
     from pathlib import Path
 
-    from experiments.datasets import build_dataset
+    from experiments.cli.datasets import build_dataset
 
     path = Path(__file__).resolve().parents[2] / "examples" / "behaviour_cloning.py"
     spec = importlib.util.spec_from_file_location("behaviour_cloning", path)
@@ -99,7 +99,7 @@ def test_behaviour_cloning_example_trains_and_scores(minari_path):
 def test_improve_episodes_walk_from_heft_to_the_optimum(minari_path):
     import minari
 
-    from experiments.datasets import build_dataset, dataset_id
+    from experiments.cli.datasets import build_dataset, dataset_id
 
     build_dataset(*TASK, "improve")
     dataset = minari.load_dataset(dataset_id(*TASK, "improve"))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.leaderboard import PAGE, RESULTS, render, run_tier, stored_rows
-from experiments.validate import validate
+from experiments.records.leaderboard import PAGE, RESULTS, render, run_tier, stored_rows
+from experiments.records.validation import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = sorted((ROOT / RESULTS).glob("*/*.jsonl"))
@@ -45,7 +45,7 @@ def test_run_is_resumable_and_seedless_methods_run_once(tmp_path, monkeypatch):
         assert r.extra["code"] and math.isfinite(r.score) and r.score <= 1 + 1e-9
         assert r.extra["cpu_seconds"] >= 0
         assert len(r.history) <= 12  # thinned at fixed checkpoints
-    import experiments.bench as bench
+    import experiments.grid as bench
 
     monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("a stored cell ran again"))
     assert run_tier("tiny", ["heft", "random_search"], tmp_path, tasks=task, log=lambda *_: None) == 0
@@ -56,7 +56,7 @@ def test_a_cell_another_live_process_runs_is_skipped(tmp_path):
     import subprocess
     import sys
 
-    from experiments.leaderboard import store_path
+    from experiments.records.leaderboard import store_path
     from placement_gym.protocol import VERSION
     from placement_gym.results import ResultStore, _process_start, cell_key
     from placement_gym.zoo import MODELS
@@ -84,7 +84,7 @@ def test_the_page_shows_only_rows_that_validate_each_tier_apart_and_escapes_name
     and a method name cannot add table rows or HTML."""
     import dataclasses
 
-    from experiments.leaderboard import md_name
+    from experiments.records.leaderboard import md_name
     from placement_gym.results import ResultStore, row_line
 
     run_tier("tiny", ["heft"], tmp_path, tasks=["resnet50/cpu-igpu"], log=lambda *_: None)
@@ -129,7 +129,7 @@ def test_validate_rerun_finds_a_sample_of_cheap_stored_rows_identical(capsys):
     """CI runs ``placement-gym validate --rerun`` on stored standard rows of cheap methods, end to end: the
     files of two list schedulers and of a seeded torch learner (the pretrained PPO policy, about a second a
     row); the sample holds rows of both kinds."""
-    from experiments import validate
+    from experiments.cli import validate
 
     names = ("heft", "m_etf", "pretrained_ppo")
     files = [str(ROOT / RESULTS / "standard" / f"{name}.jsonl") for name in names]
@@ -142,7 +142,7 @@ def test_validate_rerun_finds_a_sample_of_cheap_stored_rows_identical(capsys):
 
 
 def test_seeds_restrict_a_run_which_a_later_run_completes_and_the_page_states_what_is_short(tmp_path):
-    from experiments.leaderboard import coverage
+    from experiments.records.leaderboard import coverage
     from placement_gym.errors import ConfigError
 
     task = ["resnet50/cpu-igpu"]
@@ -160,7 +160,7 @@ def test_seeds_restrict_a_run_which_a_later_run_completes_and_the_page_states_wh
 
 
 def test_the_large_tier_names_its_methods_without_rows(tmp_path):
-    from experiments.leaderboard import LARGE_METHODS
+    from experiments.records.leaderboard import LARGE_METHODS
 
     run_tier("tiny", ["random_search"], tmp_path, tasks=["resnet50/cpu-igpu"], seeds=[0], log=lambda *_: None)
     (row,) = stored_rows(tmp_path)["tiny"]

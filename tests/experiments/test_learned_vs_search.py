@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from experiments.convert_rows import read_rows
-from experiments.learned_vs_search import main, run, table
+from experiments.records.convert_rows import read_rows
+from experiments.records.learned_vs_search import main, run, table
 from placement_gym.results import ResultRow, parse_row
 from placement_gym.tasks import reference_optimum
 

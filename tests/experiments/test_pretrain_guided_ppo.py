@@ -1,4 +1,4 @@
-"""experiments.pretrain_guided_ppo: a tiny run trains, resumes, and ships policies the method reads."""
+"""experiments.pretraining.guided_ppo: a tiny run trains, resumes, and ships policies the method reads."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from agents import make_method
 from agents.sb3.guided_ppo import METHOD
 from agents.sb3.policy_file import read_transfer_policy
-from experiments import pretrain_guided_ppo
+from experiments.pretraining import guided_ppo as pretrain_guided_ppo
 from placement_gym.problem import PlacementProblem
 
 TINY = ["--models", "tiny_cnn", "--platforms", "cpu-igpu", "multi-accel", "--variants", "1", "--budget", "24",
@@ -31,7 +31,7 @@ def test_tiny_run_ships_three_stages(tmp_path, tiny_cnn):
             ["--out", out, "--ppo-steps", "16", *TINY, "--ship", str(folder), "--stage", stage]
         )
         saved = read_transfer_policy(folder, method=METHOD)
-        assert saved.meta.training.command.startswith("python -m experiments.pretrain_guided_ppo")
+        assert saved.meta.training.command.startswith("python -m experiments.pretraining.guided_ppo")
         assert saved.meta.training.models == ["tiny_cnn"]
         states[stage] = saved.policy_state
     key = "mlp_extractor.move_in.weight"

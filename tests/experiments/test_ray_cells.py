@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from experiments import cli
-from experiments.bench import run_grid
-from experiments.leaderboard import run_tier, store_path
+from experiments.grid import run_grid
 from experiments.ray_cells import comparable
+from experiments.records.leaderboard import run_tier, store_path
 from placement_gym.errors import AgentFailedError, ConfigError
 from placement_gym.results import ResultStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.report import COLUMNS, markdown_table, merge_rows, suite_table, summarise
+from experiments.records.report import COLUMNS, markdown_table, merge_rows, suite_table, summarise
 from experiments.runs import ResultRow
 from placement_gym.tasks import reference_optimum
 
@@ -83,7 +83,7 @@ def test_merge_rows_keeps_the_last_row_of_each_cell() -> None:
 
 
 def test_suite_from_several_folders_with_a_method_filter(tmp_path, capsys) -> None:
-    from experiments.report import main
+    from experiments.records.report import main
     from experiments.runs import ResultStore
 
     ref = reference_optimum("bert", 1, "cpu-igpu")
@@ -101,8 +101,8 @@ def test_speedup_against_a_device_that_fits_never_xinf(tmp_path) -> None:
     import dataclasses
     import json
 
-    from experiments.bench import speedup, speedup_reference
-    from experiments.report import paper_table
+    from experiments.grid import speedup, speedup_reference
+    from experiments.records.report import paper_table
     from experiments.runs import ResultStore, speedup_text
     from placement_gym.platforms import load_platform
     from placement_gym.problem import PlacementProblem

@@ -1,4 +1,4 @@
-"""experiments.rl_curves: best-so-far at checkpoints, resumable rows, the table."""
+"""experiments.records.rl_curves: best-so-far at checkpoints, resumable rows, the table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import rl_curves
+from experiments.records import rl_curves
 
 
 def test_best_at_reads_the_history_at_each_checkpoint():

@@ -1,4 +1,4 @@
-"""Fitting the segment-boundary figures to measured placements (experiments.sim_fidelity), on tiny_cnn
+"""Fitting the segment-boundary figures to measured placements (experiments.fidelity.residuals), on tiny_cnn
 with synthetic measurements made by the simulator itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from experiments import sim_fidelity
+from experiments.fidelity import residuals
 from placement_gym.simulation.cost_model import CostModel
 from placement_gym.simulation.partition_costs import PartitionCosts
 
@@ -23,7 +23,7 @@ def tiny_data():
     placements += [rng.integers(0, 2, groups) for _ in range(30)]
     kinds = ["single", "single"] + ["iid", "blocks"] * 15
     rows = [{"kind": k, "placement": p.tolist(), "measured": 1.0} for k, p in zip(kinds, placements)]
-    data = sim_fidelity.ModelData("tiny_cnn", "fused", [rows])
+    data = residuals.ModelData("tiny_cnn", "fused", [rows])
     # The op times and the local platform's figures are measured on the machine; near-tied placements then
     # swap order from one machine (or run) to the next. Fix them, with the same per-op time on both virtual
     # CPUs, and a contention (0 where the two virtual CPUs really run at twice the speed of one, as on some
@@ -47,18 +47,18 @@ def test_fit_recovers_a_per_transfer_cost(tiny_data, base):
     measured = 1.1 * tiny_data.simulate(truth)  # a profile 10% off in scale: the fit must not care
     for row, m in zip(tiny_data.rows_by_run[0], measured):
         row["measured"] = float(m)
-    assert sim_fidelity.shape_loss([tiny_data], base, 0) > 1e-4
-    fitted = sim_fidelity.fit([tiny_data], ("transfer_latency", "contention"), base)
+    assert residuals.shape_loss([tiny_data], base, 0) > 1e-4
+    fitted = residuals.fit([tiny_data], ("transfer_latency", "contention"), base)
     assert fitted.transfer_latency == pytest.approx(3e-4, rel=0.05)
     assert fitted.contention == pytest.approx(0.9, abs=0.05)
-    assert sim_fidelity.shape_loss([tiny_data], fitted, 0) < 1e-6
-    figures = sim_fidelity.figures(tiny_data, tiny_data.simulate(fitted), 0)
+    assert residuals.shape_loss([tiny_data], fitted, 0) < 1e-6
+    figures = residuals.figures(tiny_data, tiny_data.simulate(fitted), 0)
     assert figures["all"]["spearman"] == pytest.approx(1.0) and figures["all"]["relative_mape"] < 1e-3
 
 
 def test_properties_count_segments_and_cuts(tiny_data):
     props = tiny_data.properties()
-    assert props.shape == (32, len(sim_fidelity.PROPERTIES))
+    assert props.shape == (32, len(residuals.PROPERTIES))
     single = props[:2]
     assert np.all(single[:, 0] == 1) and np.all(single[:, 2] == 0)  # one segment, no cut edge
     assert np.array_equal(single[:, 5], [0.0, 1.0])  # share on cpu1
@@ -68,7 +68,7 @@ def test_properties_count_segments_and_cuts(tiny_data):
 
 
 def test_costs_from_the_platform_are_valid(tiny_data):
-    base = sim_fidelity.platform_costs(tiny_data.platform)
+    base = residuals.platform_costs(tiny_data.platform)
     assert isinstance(base, PartitionCosts) and base.bandwidth > 0
 
 
@@ -80,7 +80,7 @@ def test_residual_repeat_tells_structure_from_noise(tiny_data, base):
     rng = np.random.default_rng(3)
     structure = np.exp(0.05 * rng.standard_normal(len(rows)))
     noise = np.exp(0.05 * rng.standard_normal(len(rows)))
-    two = sim_fidelity.ModelData(
+    two = residuals.ModelData(
         "tiny_cnn",
         "fused",
         [
@@ -89,8 +89,8 @@ def test_residual_repeat_tells_structure_from_noise(tiny_data, base):
             [{**r, "measured": float(s * k)} for r, s, k in zip(rows, sim, noise)],
         ],
     )
-    assert sim_fidelity.residual_repeat(two, sim, 0, 1) == pytest.approx(1.0)
-    assert abs(sim_fidelity.residual_repeat(two, sim, 0, 2)) < 0.5
+    assert residuals.residual_repeat(two, sim, 0, 1) == pytest.approx(1.0)
+    assert abs(residuals.residual_repeat(two, sim, 0, 2)) < 0.5
 
 
 @pytest.mark.parametrize("schedule", ["groups", "segments"])
@@ -100,9 +100,9 @@ def test_fit_recovers_the_figures_under_either_schedule(tiny_data, base, schedul
         {**r, "measured": float(m)}
         for r, m in zip(tiny_data.rows_by_run[0], tiny_data.simulate(truth, schedule))
     ]
-    data = sim_fidelity.ModelData("tiny_cnn", "fused", [rows])
+    data = residuals.ModelData("tiny_cnn", "fused", [rows])
     data.cost = tiny_data.cost
-    fitted = sim_fidelity.fit([data], ("transfer_latency",), base, 0, schedule)
+    fitted = residuals.fit([data], ("transfer_latency",), base, 0, schedule)
     assert fitted.transfer_latency == pytest.approx(2e-4, rel=0.05)
 
 
@@ -118,7 +118,7 @@ def test_the_two_schedules_differ_on_split_placements(tiny_data, base):
 
 def test_halves_split_every_kind():
     kinds = np.array(["single", "single"] + ["iid", "blocks"] * 5)
-    half = sim_fidelity.split_halves(kinds)
+    half = residuals.split_halves(kinds)
     for kind in ("single", "iid", "blocks"):
         sel = kinds == kind
         assert abs(int(half[sel].sum()) - int((~half[sel]).sum())) <= 1

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from experiments import sim_to_real
-from experiments.sim_to_real import KINDS, pooled, read_rows, summary, verdict
+from experiments.fidelity import sim_to_real
+from experiments.fidelity.sim_to_real import KINDS, pooled, read_rows, summary, verdict
 
 ARGS = ["--models", "tiny_cnn", "--budget", "5", "--fine-tune", "2", "--sim-budget", "10"]
 ARGS += ["--time-budget", "1"]

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from experiments import calibrate, cli
-from experiments import sim_vs_measured as svm
-from experiments import sim_vs_measured_stats as stats
+from experiments import cli
+from experiments.cli import calibrate
+from experiments.fidelity import stats
+from experiments.fidelity import sim_vs_measured as svm
 
 
 def test_placements_of_each_kind():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from experiments.records.systems_table import best_so_far, current_rows, curves_table, targets_table
 from experiments.runs import ResultRow
-from experiments.systems_table import best_so_far, current_rows, curves_table, targets_table
 from placement_gym.tasks import ReferenceOptimum
 
 #: A task whose best single device takes 10 s and whose optimum takes 5 s (three groups).
@@ -75,7 +75,7 @@ def test_learning_curve_reads_best_so_far():
 
 def test_a_cell_in_two_folders_counts_once(tmp_path):
     from experiments.runs import ResultStore
-    from experiments.systems_table import load_rows
+    from experiments.records.systems_table import load_rows
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import tables
+from experiments.records import tables
 
 
 def test_the_tables_of_record_match_their_rows_and_the_readme() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import transfer
-from experiments.bench import run_cell
-from experiments.transfer_board import render_transfer, transfer_rows
-from experiments.validate import validate
+from experiments.cli import transfer
+from experiments.grid import run_cell
+from experiments.records.transfer_board import render_transfer, transfer_rows
+from experiments.records.validation import validate
 from placement_gym import transfer as track
 from placement_gym.errors import ConfigError
 from placement_gym.protocol import Task
@@ -95,8 +95,8 @@ def test_validate_rejects_a_transfer_row_on_a_task_outside_the_track(tmp_path) -
 
 
 def test_the_committed_transfer_page_is_generated_from_the_stored_rows() -> None:
-    from experiments.transfer import RESULTS
-    from experiments.transfer_board import PAGE
+    from experiments.cli.transfer import RESULTS
+    from experiments.records.transfer_board import PAGE
 
     root = Path(__file__).resolve().parents[2]
     rejected: list[str] = []

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from experiments import cli
-from experiments.leaderboard import run_tier
-from experiments.validate import VerdictCache, validate
+from experiments.records.leaderboard import run_tier
+from experiments.records.validation import VerdictCache, validate
 from placement_gym.results import ResultRow, ResultStore, row_line
 
 TASK = ("resnet50", "cpu-igpu")
@@ -150,7 +150,7 @@ def test_rejects_cherry_picked_seed_sets_and_repeated_cells(store, tmp_path):
     search = [r for r in store if r.method == "local_search"]
     other = [dataclasses.replace(r, platform="cpu-dgpu") for r in search]  # a second task, all seeds
     # the same replacement on the second task leaves rows that do not replay; the set check alone:
-    from experiments.provenance import set_problems
+    from experiments.records.provenance import set_problems
 
     partial = set_problems(heft + search[:3] + other)
     assert all("partial or cherry-picked" in p[0] for p in partial[1:4])
@@ -206,7 +206,7 @@ def corrupt(row: ResultRow, field: str, rng) -> ResultRow:
     if getattr(row, field) == value or (field == "placement" and list(row.placement) == value):
         return corrupt(row, field, rng)
     if field == "track":
-        from experiments.provenance import declared_track
+        from experiments.records.provenance import declared_track
 
         declared = declared_track(row.method)
         if declared is None or value == declared:
@@ -219,8 +219,8 @@ def test_fuzz_every_corruption_of_provenance_or_score_is_rejected(store):
     the store with the corrupted row rejects it, whatever field and value."""
     import numpy as np
 
-    from experiments.provenance import set_problems
-    from experiments.validate import Replayer, check_row
+    from experiments.records.provenance import set_problems
+    from experiments.records.validation import Replayer, check_row
 
     rng = np.random.default_rng(20240611)
     replayer = Replayer()
@@ -246,7 +246,7 @@ def test_a_rerun_that_differs_names_the_cpu_kernels_a_torch_row_was_made_with():
     says so (a seeded torch method repeats only with the same kernels)."""
     import torch
 
-    from experiments.validate import rerun_row
+    from experiments.records.validation import rerun_row
     from placement_gym.results import ResultStore, library_versions
 
     assert library_versions()["torch_cpu_kernels"] == torch.backends.cpu.get_cpu_capability()

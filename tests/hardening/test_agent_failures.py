@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from experiments.bench import run_grid
 from experiments.cli import main
+from experiments.grid import run_grid
 from placement_gym.errors import AgentFailedError
 
 AGENTS = """

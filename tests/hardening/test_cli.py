@@ -140,7 +140,7 @@ def test_a_published_system_saves_its_final_policy(tmp_path) -> None:
 
 
 def test_bench_baselines_uses_the_same_cpu_only_reference_as_bench(tmp_path) -> None:
-    from experiments.bench import cpu_device
+    from experiments.grid import cpu_device
     from experiments.studies.bench_baselines import baseline_rows
     from placement_gym.envs import DevicePlacementEnv
     from placement_gym.platforms import load_platform

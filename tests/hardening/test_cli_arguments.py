@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from experiments import cli
-from experiments.arguments import run_command
+from experiments.cli.arguments import run_command
 from experiments.filenames import MAX_STEM, file_stem
 
 SIM = {"model": "tiny_cnn", "platform": "cpu-dgpu", "backend": "simulated"}
@@ -128,7 +128,7 @@ def test_a_refused_allocation_is_one_line(capsys) -> None:
 
 
 def test_help_exits_0_and_module_entry_points_keep_the_contract(capsys) -> None:
-    from experiments import bench, show, train
+    from experiments.cli import bench, show, train
 
     assert cli.main(["--help"]) == 0
     assert bench.main(["--budget", "0"]) == 2 and "must be >= 1" in _one_line_error(capsys)
@@ -174,7 +174,7 @@ def test_history_is_created_exclusively(tmp_path) -> None:
     """Two runs started together both pass the check; the second to create history.csv stops."""
     import gymnasium as gym
 
-    from experiments.train import RunLogger
+    from experiments.cli.train import RunLogger
     from placement_gym.errors import ConfigError
 
     env = gym.make("DevicePlacement-v0", **SIM)

@@ -160,10 +160,12 @@ def train_lines(draw, out: Path) -> tuple[list[str], bool]:
 @contextlib.contextmanager
 def cheap_commands() -> Iterator[None]:
     """Replace the expensive part of each command by the checks it starts with."""
-    from experiments import bench, calibrate, graph_table, place, train
+    from experiments import grid
+    from experiments.cli import bench, calibrate, place, train
+    from experiments.records import graph_table
 
     def run_grid(out, models, methods, seeds, budget, *args, **kwargs):
-        bench.unique_specs(methods)
+        grid.unique_specs(methods)
         return []
 
     def run_train(agent, env_id, out, budget, seed, env_kwargs, agent_kwargs, n_envs=1, *args, **kwargs):
@@ -174,7 +176,7 @@ def cheap_commands() -> Iterator[None]:
         raise RecordError(f"no saved policy at {policy} (a stub of the fuzz test)")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench, "run_grid", run_grid)
+        mp.setattr(grid, "run_grid", run_grid)
         mp.setattr(bench, "write_report", lambda rows, out: "")
         mp.setattr(train, "train", run_train)
         mp.setattr(train, "train_tasks", lambda agent, *a, **k: [])
@@ -317,7 +319,7 @@ def test_any_spec_text_is_parsed_or_refused(text: str) -> None:
     budget=st.integers(-2, 30),
 )  # fmt: skip
 def test_real_bench_runs_end_in_a_row_or_one_line(spec: str, budget: int, tmp_path_factory) -> None:
-    from experiments import bench
+    from experiments.cli import bench
 
     out = tmp_path_factory.mktemp("real")
     argv = ["bench", "--models", "tiny_cnn", "--platform", "cpu-dgpu", "--backend", "simulated", "--seeds", "0"]

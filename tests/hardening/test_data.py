@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.bench import run_grid
+from experiments.cli.show import load_record, show
+from experiments.grid import run_grid
 from experiments.runs import ResultStore
-from experiments.show import load_record, show
 from placement_gym.errors import PlacementError, RecordError
 
 GRID = dict(models=["tiny_cnn"], platform="cpu-dgpu", backend="simulated", progress=False)
@@ -81,7 +81,7 @@ def test_a_malformed_row_is_set_aside_with_its_line_number(store_with_row, capsy
 def test_seed_written_as_text_is_the_same_cell(store_with_row, monkeypatch) -> None:
     path, row = store_with_row
     path.write_text(json.dumps({**row, "seed": "0", "budget": "5"}) + "\n")
-    import experiments.bench as bench
+    import experiments.grid as bench
 
     monkeypatch.setattr(bench, "run_cell", lambda *a, **k: pytest.fail("finished cell was rerun"))
     rows = run_grid(path.parent, methods=["heft"], seeds=[0], budget=5, **GRID)

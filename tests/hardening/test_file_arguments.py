@@ -1,5 +1,5 @@
 """One path from file arguments to one-line errors, for every subcommand: the argument types of
-experiments.arguments (in_file, in_path, out_file, out_folder) refuse a path that cannot be used while the
+experiments.cli.arguments (in_file, in_path, out_file, out_folder) refuse a path that cannot be used while the
 command line is parsed, and run_command turns an OSError on a named file later on into one line."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import os
 
 import pytest
 
-from experiments import arguments
-from experiments.cli import main
+from experiments.cli import arguments, main
 
 LONG = "x" * 300
 

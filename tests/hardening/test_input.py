@@ -222,13 +222,13 @@ def test_dynamic_shapes_need_input_shapes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["x", "x=", "=1,2", "x=1,a", "x=1,0", "x=-1,3"])
 def test_parse_input_shape_rejects(text: str) -> None:
-    from experiments.arguments import parse_input_shape
+    from experiments.cli.arguments import parse_input_shape
 
     with pytest.raises(ConfigError, match="NAME=D1,D2"):
         parse_input_shape(text)
 
 
 def test_parse_input_shape() -> None:
-    from experiments.arguments import parse_input_shape
+    from experiments.cli.arguments import parse_input_shape
 
     assert parse_input_shape("input_ids=1,128") == ("input_ids", [1, 128])

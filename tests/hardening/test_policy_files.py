@@ -13,7 +13,7 @@ import torch
 from agents import METHODS, method_class
 from agents.sb3.policy_file import PolicyMeta, read_meta, read_policy
 from experiments import cli
-from experiments.place import policy_meta
+from experiments.cli.place import policy_meta
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import PlacementGymError
 

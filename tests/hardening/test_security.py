@@ -117,13 +117,13 @@ def test_pickled_weights_in_a_policy_folder_are_refused(trained, tmp_path: Path)
     ],
 )
 def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped(cell, written) -> None:
-    from experiments.report import csv_safe
+    from experiments.records.report import csv_safe
 
     assert csv_safe(cell) == written
 
 
 def test_summary_csv_of_a_method_named_like_a_formula(tmp_path: Path) -> None:
-    from experiments.bench import run_grid
+    from experiments.grid import run_grid
 
     rows = run_grid(
         tmp_path, models=["tiny_cnn"], methods=["heft"], seeds=[0], budget=5, platform="cpu-dgpu",
@@ -131,7 +131,7 @@ def test_summary_csv_of_a_method_named_like_a_formula(tmp_path: Path) -> None:
     )  # fmt: skip
     from dataclasses import replace
 
-    from experiments.report import write_report
+    from experiments.records.report import write_report
 
     write_report([replace(rows[0], method="=1+1", model="@evil", speedup_vs_cpu=-0.5)], tmp_path / "r")
     with open(tmp_path / "r" / "summary.csv", newline="") as f:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.report import summarise
+from experiments.records.report import summarise
 from experiments.runs import ResultRow
 from placement_gym.platforms import Link, load_platform
 from placement_gym.problem import PlacementProblem

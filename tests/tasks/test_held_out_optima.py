@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import placement_gym
-from experiments.reference_optima import tasks
+from experiments.records.reference_optima import tasks
 from placement_gym.tasks import reference_optimum
 
 

@@ -1,0 +1,7 @@
+"""``python -m experiments.cli``: the ``placement-gym`` command."""
+
+import sys
+
+from experiments.cli.entry import main
+
+sys.exit(main())

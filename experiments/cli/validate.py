@@ -1,0 +1,69 @@
+"""Validate result rows: check what each row claims, replay its placement, and rerun the deterministic methods.
+
+Every row of the given files is rejected, with one line naming the file, line and reason, when:
+
+* it is not a valid row (not JSON, a missing or mistyped field);
+* its provenance does not hold (:mod:`experiments.records.provenance`): an unknown protocol or tier, a budget that
+  is not its tier's, a seed outside the protocol's, a track its method does not declare, a code commit
+  not in the repository's history, a missing or NaN score, a score above the task's proven lower bound's
+  or a latency below that bound; or, among the rows given, a repeated cell or a seed set that differs
+  between a method's tasks or does not start at seed 0;
+* its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
+* its task is not a task of the protocol it was run under (v1's train and held-out tasks; transfer-v1's
+  held-out tasks), or its model, platform or coarsening cannot be built;
+* its graph version is not the model's current one, or its group count is not the graph's, or the task's
+  content hash it records (``task_sha256``: graph and every platform figure) is not the task's;
+* its placement is malformed (wrong length, a device index out of range);
+* the replayed latency differs from the stored one (relative tolerance :data:`REL_TOL`; an infeasible
+  placement must be stored as infeasible), or the stored normalised score differs from the replayed one;
+* it spent more evaluations than its budget;
+* its method is a cheap deterministic registered method (:data:`RERUN_METHODS`) and running it again
+  (:func:`rerun_row`) does not give the stored placement and evaluation count.
+
+Verdicts of single rows are cached per version of the code (:class:`VerdictCache`), so a second validation
+of unchanged rows on unchanged code replays nothing. ``--rerun N`` also reruns N rows sampled with
+``--sample-seed``, whatever their method, end to end, and reports each that differs.
+
+The command exits with status 0 if every row is accepted, and with an error naming the count otherwise.
+
+Usage:
+    placement-gym validate results/leaderboard/standard/*.jsonl
+    placement-gym validate --rerun 30 results/leaderboard/standard/*.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments.cli.arguments import module_main
+from experiments.cli.parsers.validate import add_arguments
+from experiments.records import validation
+from placement_gym.errors import RecordError
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    if args.rerun < 0:
+        raise RecordError(f"--rerun {args.rerun}: give a number of rows >= 0")
+    verdicts = validation.validate(args.rows, cache=validation.VerdictCache(enabled=not args.no_cache))
+    for v in verdicts:
+        if not (args.quiet and v.ok):
+            print(v.line())
+    if not verdicts:
+        raise RecordError(f"no rows in {', '.join(map(str, args.rows))}")
+    rejected = sum(not v.ok for v in verdicts)
+    differ = validation.rerun_sample(verdicts, args.rerun, args.sample_seed) if args.rerun else 0
+    if rejected or differ:
+        raise RecordError(
+            f"{rejected} of {len(verdicts)} rows rejected"
+            + (f", {differ} of {args.rerun} reruns differ" if args.rerun else "")
+            + " (see the REJECTED and DIFFERS lines above)"
+        )
+    print(f"all {len(verdicts)} rows reproduce")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return module_main(__doc__, add_arguments, run_from_args, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

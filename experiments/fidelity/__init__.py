@@ -1,0 +1,5 @@
+"""The simulator against measurement: its acceptance test on the ``local`` platform
+(:mod:`experiments.fidelity.sim_vs_measured`), the statistics and report of it, what the simulator gets wrong
+(:mod:`experiments.fidelity.residuals`), whether the two measured executors agree, and sim-to-real end to end
+(search in the simulator, fine-tune on the measured backend: :mod:`experiments.fidelity.sim_to_real`).
+"""

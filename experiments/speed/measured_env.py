@@ -1,0 +1,82 @@
+"""Cost of a measured env: cold and warm ``gym.make``, step time on never-seen placements, peak memory.
+
+One process per figure, so each make is a fresh start:
+
+* ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``--cache DIR``: the cache root to use;
+  an empty one gives the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
+* ``steps``: ``--steps N`` one-shot episodes (``reset`` + ``step``) with uniformly random, never-seen
+  placements; per step its wall time, the latency, its relative 95% interval and the load average; at the
+  end the peak RSS of the process (``ru_maxrss``).
+
+``--executor`` passes ``backend_kwargs={"executor": ...}`` (default: the env's own). Rows are appended to
+``--out`` (JSON lines) as they come, so a long run can be read while it runs.
+
+Usage:
+    python -m experiments.speed.measured_env --env DevicePlacement-bert-local-measured-v1 --steps 50 --out results/bench_env.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
+    parser.add_argument("--steps", type=int, default=0)
+    parser.add_argument("--executor", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    out = open(args.out, "a") if args.out else None
+
+    def emit(row: dict) -> None:
+        row.update(env=args.env, executor=args.executor, load=os.getloadavg()[0])
+        line = json.dumps(row)
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    start = time.perf_counter()
+    import gymnasium as gym
+    import numpy as np
+
+    import placement_gym  # noqa: F401  (registers the IDs)
+
+    imports = time.perf_counter() - start
+    kwargs = {"backend_kwargs": {"executor": args.executor}} if args.executor else {}
+    start = time.perf_counter()
+    env = gym.make(args.env, **kwargs)
+    emit({"figure": "make", "seconds": time.perf_counter() - start, "imports_s": imports})
+    rng = np.random.default_rng(args.seed)
+    env.reset(seed=args.seed)
+    seen: set[bytes] = set()
+    for i in range(args.steps):
+        action = rng.integers(0, env.action_space.nvec)
+        while action.tobytes() in seen:
+            action = rng.integers(0, env.action_space.nvec)
+        seen.add(action.tobytes())
+        env.reset()
+        start = time.perf_counter()
+        _, _, _, _, info = env.step(action)
+        emit(
+            {
+                "figure": "step",
+                "index": i,
+                "seconds": time.perf_counter() - start,
+                "latency": info.get("latency"),
+                "rel_ci": info.get("latency_rel_ci"),
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    emit({"figure": "peak_rss", "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    env.close()
+
+
+if __name__ == "__main__":
+    main()
