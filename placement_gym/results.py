@@ -51,8 +51,8 @@ LIBRARIES = ("placement-gym", "openvino", "torch", "gymnasium", "stable-baseline
 
 
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a result depends on (and Python's); where the run imported torch,
-    also the CPU kernels torch runs (:func:`torch_cpu_kernels`)."""
+    """Installed versions of the libraries a result depends on (and Python's), and the CPU kernels torch
+    runs here (:func:`torch_cpu_kernels`)."""
     out = {}
     for name in LIBRARIES:
         try:
@@ -68,11 +68,16 @@ def library_versions() -> dict[str, str]:
 
 def torch_cpu_kernels() -> str | None:
     """The vector instruction set of torch's CPU kernels (``AVX512``, ``AVX2``, ``DEFAULT``), or ``None`` if
-    torch is not imported. A seeded torch method repeats its row only with the same kernels, which sum in
-    another order at another width (docs/protocol.md)."""
+    torch is not installed. A seeded torch method repeats its row only with the same kernels, which sum in
+    another order at another width (docs/protocol.md). Recorded whether or not the run used torch (torch is
+    imported here if it is not yet), so a row does not depend on what its process imported before it:
+    a cell run in a fresh Ray worker and the same cell run after a model conversion give the same row."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return None
+        try:
+            import torch
+        except ImportError:
+            return None
     return str(torch.backends.cpu.get_cpu_capability())
 
 
