@@ -47,25 +47,13 @@ from typing import Any
 
 import numpy as np
 
+from experiments.runs import read_json_lines
 from placement_gym.problem import PlacementProblem
 
 #: The three placements of the final comparison, in the order of the first round.
 KINDS = ("fine_tuned", "sim_best", "heft")
 #: The orders of the rounds (round ``r`` takes ``ORDERS[r % 6]``).
 ORDERS = list(itertools.permutations(KINDS))
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a JSON-lines file (none if it does not exist; a torn last line is skipped)."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
@@ -331,7 +319,7 @@ def _simulated(sim: dict[str, Any] | None, placement: list[int]) -> float | None
 
 def run_model(model: str, args: argparse.Namespace, out: Path) -> None:
     """The three stages of one model, each skipped when its rows are already in ``out``."""
-    rows = [r for r in read_rows(out) if r.get("model") == model]
+    rows = [r for r in read_json_lines(out) if r.get("model") == model]
 
     def log(row: dict[str, Any]) -> None:
         _append(out, row)
@@ -383,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     for model in args.models:
         run_model(model, args, out)
-    text = "\n".join(summary(read_rows(out), args.rounds)) + "\n"
+    text = "\n".join(summary(read_json_lines(out), args.rounds)) + "\n"
     Path(args.out + ".md").write_text(text)
     print(text)
 

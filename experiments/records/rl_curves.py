@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.specs import parse_spec
+from experiments.runs import read_json_lines
 from placement_gym.problem import PlacementProblem
 
 CPU_IGPU = ("inception_v3:cpu-igpu", "resnet50:cpu-igpu", "bert:cpu-igpu")
@@ -85,18 +86,6 @@ def run(task: str, spec: str, seed: int, checkpoints: list[int]) -> dict:
 
 def _key(row: dict) -> tuple:
     return row["task"], row["method"], row["seed"], tuple(row["checkpoints"])
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The rows stored at ``path`` (a torn last line is skipped)."""
-    rows = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
 
 
 def table(rows: list[dict]) -> str:
@@ -239,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     path = args.out / "rows.jsonl"
     if args.table or args.curves or args.plot:
-        rows = read_rows(path)
+        rows = read_json_lines(path)
         if not rows:
             parser.error(f"no stored runs in {path}")
         if args.table:
@@ -251,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     tasks = list(SUITE) if args.tasks == ["suite"] else args.tasks
     args.out.mkdir(parents=True, exist_ok=True)
-    done = {_key(r) for r in read_rows(path)}
+    done = {_key(r) for r in read_json_lines(path)}
     for seed in args.seeds:
         for task in tasks:
             for spec in args.methods:

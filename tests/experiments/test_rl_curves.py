@@ -7,6 +7,7 @@ import json
 import pytest
 
 from experiments.records import rl_curves
+from experiments.runs import read_json_lines
 
 
 def test_best_at_reads_the_history_at_each_checkpoint():
@@ -28,8 +29,8 @@ def test_table_takes_medians_and_main_skips_stored_runs(tmp_path, monkeypatch, c
         for s in range(3)
     ]
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
-    assert len(rl_curves.read_rows(tmp_path / "rows.jsonl")) == 3
-    table = rl_curves.table(rl_curves.read_rows(tmp_path / "rows.jsonl"))
+    assert len(read_json_lines(tmp_path / "rows.jsonl")) == 3
+    table = rl_curves.table(read_json_lines(tmp_path / "rows.jsonl"))
     assert "| t:p | m | 3 | 0.100 (2.0000) | 0.200 (3.0000) |" in table
     monkeypatch.setattr(rl_curves, "run", lambda *a: pytest.fail("a stored run ran again"))
     rl_curves.main(

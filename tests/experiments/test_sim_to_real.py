@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from experiments.fidelity import sim_to_real
-from experiments.fidelity.sim_to_real import KINDS, pooled, read_rows, summary, verdict
+from experiments.fidelity.sim_to_real import KINDS, pooled, summary, verdict
+from experiments.runs import read_json_lines as read_rows
 
 ARGS = ["--models", "tiny_cnn", "--budget", "5", "--fine-tune", "2", "--sim-budget", "10"]
 ARGS += ["--time-budget", "1"]
