@@ -50,11 +50,6 @@ def _platform(*devices: dict, name: str = "two-vcpu"):
     )
 
 
-@pytest.fixture(scope="module")
-def platform():
-    return _platform()
-
-
 def _reference(bench) -> list[np.ndarray]:
     """Outputs of the unpartitioned model, f32 on the CPU, on the backend's inputs (seed 0)."""
     request = core().compile_model(bench.model, "CPU", F32_1THREAD).create_infer_request()

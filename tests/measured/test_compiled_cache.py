@@ -21,11 +21,6 @@ from tests.measured.test_backend import (
 )
 
 
-@pytest.fixture(scope="module")
-def platform():
-    return _platform()
-
-
 def _structure(model: ov.Model) -> list[tuple]:
     """Everything compile_model sees of a model: per op in order, its type, name, inputs and constants."""
     index = {op.get_instance_id(): i for i, op in enumerate(model.get_ordered_ops())}

@@ -21,11 +21,6 @@ from tests.measured.test_backend import (
 )
 
 
-@pytest.fixture(scope="module")
-def platform():
-    return _platform()
-
-
 @pytest.mark.parametrize("model", ["tiny_cnn", "tiny_bert"])
 @pytest.mark.parametrize("level", ["ops", "fused"])
 @pytest.mark.parametrize("driver", DRIVERS)
