@@ -139,7 +139,9 @@ def _writable_place(path: Path, text: str) -> None:
     target = path if path.is_absolute() else Path.cwd() / path
     if anchor != target and not anchor.is_dir():
         raise argparse.ArgumentTypeError(f"{quote_path(text)}: {quote_path(str(anchor))} is a file, not a folder")
-    if not os.access(anchor, os.W_OK | os.X_OK):
+    # A folder is written into (write and search permission); an existing file is overwritten (write only:
+    # a file's execute bit is irrelevant, and root's os.access(X_OK) fails on a file without one).
+    if not os.access(anchor, os.W_OK | os.X_OK if anchor.is_dir() else os.W_OK):
         raise argparse.ArgumentTypeError(
             f"{quote_path(text)}: {quote_path(str(anchor))} cannot be written (read-only or not yours)"
         )

@@ -87,3 +87,14 @@ def test_an_os_error_on_a_named_file_later_is_one_line(capsys):
 
     with pytest.raises(OSError):
         arguments.run_command(bug, [])
+
+
+def test_an_existing_output_file_can_be_overwritten(tmp_path):
+    """A file written once (mode 644, no execute bit) is accepted again: the second ``--out`` of a rerun."""
+    page = tmp_path / "page.md"
+    page.write_text("old\n")
+    page.chmod(0o644)
+    assert arguments.out_file(str(page)) == page
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    assert arguments.out_folder(str(folder)) == folder
