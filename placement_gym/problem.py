@@ -253,6 +253,11 @@ class PlacementProblem:
         return self._backend.deterministic
 
     @property
+    def backend_name(self) -> str:
+        """The backend's name (``"measured"``, ``"simulated"``, ``"ray"``...), readable while sealed."""
+        return self._backend.name
+
+    @property
     def device_mask(self) -> np.ndarray:
         """``(G, D)`` bool: the device can hold the group's weights and outputs.
 

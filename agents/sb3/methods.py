@@ -44,9 +44,11 @@ from agents.sb3.policy import GNNActorCriticPolicy, MaskableGNNActorCriticPolicy
 from agents.sb3.policy_file import POLICY_FORMAT as _POLICY_FORMAT
 from agents.sb3.policy_file import read_policy
 from agents.sb3.recipe import budget_learning_rate, recipe
+from agents.sb3.worker_envs import pinned_monitored_env, unpickled_env
 from placement_gym.envs.device_placement import OBSERVATIONS, DevicePlacementEnv
 from placement_gym.errors import PlacementGymError, UnknownNameError, UntrustedFileError
 from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
+from placement_gym.measured.workers import assign_cores, cores_per_device
 from placement_gym.problem import problem_of
 from placement_gym.validation import Range
 
@@ -91,11 +93,6 @@ class BudgetCallback(BaseCallback):
         return self.limit is None or sum(t.used for t in self.trackers) + self.n_envs <= self.limit
 
 
-def _unpickled_env(blob: bytes) -> gym.Env:
-    """A worker process's copy of a pickled env (for ``SubprocVecEnv``)."""
-    return Monitor(pickle.loads(blob))
-
-
 class SB3Method(PlacementMethod):
     """Base class of the SB3 methods: training for the budget, final deterministic placement, save/load.
 
@@ -103,7 +100,8 @@ class SB3Method(PlacementMethod):
         budget: Evaluations when :meth:`place` gets ``budget=None``.
         n_envs: Envs stepped together. 1: the env itself (``DummyVecEnv``). More: copies of the env in a
             ``SubprocVecEnv``, one process each, stepped in parallel (for measured backends; the env must be
-            built from names so that it pickles).
+            built from names so that it pickles). Copies of a measured env are measuring workers, each
+            pinned to its own cores (:attr:`worker_cores`).
         device: Torch device.
         verbose: SB3 verbosity.
         policy_kwargs: Extra policy arguments (merged over the method's own).
@@ -112,6 +110,14 @@ class SB3Method(PlacementMethod):
         threads: Torch threads of the run, from building the model to its final placement (restored
             afterwards; :mod:`agents.determinism`); ``None``: torch's setting (the result then depends on it).
         **algo_kwargs: Learning hyperparameters of the SB3 algorithm, over :attr:`defaults`.
+
+    Attributes:
+        worker_cores: Where the ``n_envs`` copies of a measured env run: one core set per copy, each copy's
+            process pinned to it before the env is built (its ``local`` platform is then the one of those
+            cores). None (the default): disjoint sets of this process's cores, a core per 1-thread CPU
+            device each (:func:`~placement_gym.measured.workers.cores_per_device`), in order, or a one-line
+            error if there are too few (:func:`~placement_gym.measured.workers.assign_cores`). Not a
+            hyperparameter: never saved.
     """
 
     algo_class: ClassVar[type[BaseAlgorithm]] = PPO
@@ -183,6 +189,7 @@ class SB3Method(PlacementMethod):
         self.fine_tune = bool(fine_tune)
         self.threads = threads
         self.model: BaseAlgorithm | None = None
+        self.worker_cores: list[tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ what subclasses choose
     def policy(self) -> tuple[Any, dict[str, Any]]:
@@ -198,7 +205,26 @@ class SB3Method(PlacementMethod):
             blob = pickle.dumps(env)
         except TypeError as exc:
             raise PlacementGymError(f"n_envs={self.n_envs} runs env copies in processes, but {exc}") from exc
-        return SubprocVecEnv([functools.partial(_unpickled_env, blob) for _ in range(self.n_envs)])
+        cores = self._measuring_cores(env)
+        if cores is None:
+            return SubprocVecEnv([functools.partial(unpickled_env, blob) for _ in range(self.n_envs)])
+        return SubprocVecEnv([functools.partial(pinned_monitored_env, blob, c) for c in cores])
+
+    def _measuring_cores(self, env: gym.Env) -> list[tuple[int, ...]] | None:
+        """The core set of each env copy: :attr:`worker_cores`, else assigned for a measured env; None
+        for an env that does not measure (its copies run wherever the OS puts them)."""
+        problem = problem_of(env)
+        if self.worker_cores is not None:
+            cores = [tuple(int(c) for c in s) for s in self.worker_cores]
+            if len(cores) != self.n_envs or not all(cores):
+                raise PlacementGymError(
+                    f"worker_cores gives {len(cores)} core set(s) for n_envs={self.n_envs} env copies; "
+                    "give one non-empty set per copy"
+                )
+            return cores
+        if problem.backend_name != "measured":
+            return None
+        return assign_cores(self.n_envs, cores_per_device(problem.platform))
 
     def make_model(self, env: gym.Env | VecEnv, seed: int) -> BaseAlgorithm:
         """A fresh SB3 model on ``env`` (a vector env, or an env made into one by :meth:`make_vec_env`)."""

@@ -16,6 +16,8 @@ Writes into ``--out``:
 Usage:
     python -m experiments.cli.train --agent ppo_gnn --env DevicePlacement-bert-cpu_dgpu-sim-v0 --budget 2000 --seed 0
     placement-gym train --agent hsdag --env DevicePlacement-resnet50-local-measured-v1 --budget 500
+    placement-gym train --agent ppo_gnn --env DevicePlacement-resnet50-v1 --n-envs 2       # 2 measuring workers, 2 cores each
+    placement-gym train --agent ppo_gnn --env DevicePlacement-resnet50-v1 --n-envs 2 --cores-per-worker 1
     placement-gym train --agent ppo_gnn --env DevicePlacement-bert-local-measured-v1 --n-envs 4 --ray-address auto
     placement-gym train --agent ppo_gnn --env DevicePlacement-resnet50-cpu_dgpu-sim-v0 DevicePlacement-bert-cpu_dgpu-sim-v0 \
         --budget 2000 --max-nodes 320 --max-edges 512 --agent-kwargs '{"observation": "device"}'
@@ -197,18 +199,58 @@ def prepare_out(out: Path, overwrite: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def measuring_cores(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    workers: int,
+    cores_per_worker: int | None,
+    ray_address: str | None = None,
+) -> list[tuple[int, ...]] | None:
+    """The core sets of a run's measuring workers on this machine: the ``workers`` env copies of a
+    measured env (:func:`~placement_gym.measured.workers.measuring_layout`), or the actors of a Ray pool
+    started here (``ray_address="local"``, checked before Ray would wait for CPUs it lacks); None when
+    the run measures nothing here, or measures in this one process with no ``cores_per_worker`` asked.
+
+    Raises:
+        ConfigError: Too few cores (one line: needed, present, what to change), or ``workers > 1`` with a
+            local Ray pool (every env copy would start its own).
+    """
+    from placement_gym.measured.workers import measuring_layout
+
+    spec_kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
+    if spec_kwargs.get("backend", "measured") != "measured":
+        if cores_per_worker is not None:
+            print(f"note: {env_id} does not measure; --cores-per-worker is ignored")
+        return None
+    platform = spec_kwargs.get("platform", "local")
+    if ray_address is not None:
+        if ray_address == "local" and workers > 1:
+            raise ConfigError(
+                f"--n-envs {workers} with --ray-address local would start a Ray instance per env copy: use "
+                "--n-envs for measuring workers on this machine, or --ray-address with --n-envs 1"
+            )
+        return None
+    if workers == 1 and cores_per_worker is None:
+        return None  # one process measures, on the cores it has (its local platform is built for them)
+    return measuring_layout(platform, workers, cores_per_worker)
+
+
 def make_env(
     env_id: str,
     env_kwargs: dict[str, Any],
     ray_address: str | None,
     ray_workers: int,
     input_shapes: dict[str, list[int]] | None = None,
+    cores_per_worker: int | None = None,
 ) -> gym.Env:
     """``gym.make`` with the Ray pool wrapped around the env's backend when a Ray address is given
-    (``"local"`` starts a local Ray instance), and a dynamic-shape model made static with ``input_shapes``.
+    (``"local"`` starts a local Ray instance; the actors of a measured env pin themselves to
+    ``cores_per_worker`` cores each, by default a core per virtual CPU), and a dynamic-shape model made
+    static with ``input_shapes``.
 
     Raises:
-        ConfigError: For ``env_kwargs`` the env does not accept, or ``input_shapes`` without a model.
+        ConfigError: For ``env_kwargs`` the env does not accept, ``input_shapes`` without a model, or a
+            local Ray pool of measuring actors that this machine has too few cores for.
     """
     spec_kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
     if input_shapes:
@@ -222,6 +264,15 @@ def make_env(
         env_kwargs = {**env_kwargs, "model": load_benchmark(spec_kwargs["model"], input_shapes=input_shapes)}
     if ray_address is not None:
         inner = spec_kwargs.get("backend", "measured")
+        pool: dict[str, Any] = {}
+        if inner == "measured":  # each actor measures on cores of its own, its local platform built there
+            from placement_gym.measured.workers import default_cores_per_worker, measuring_layout
+
+            platform = spec_kwargs.get("platform", "local")
+            per = cores_per_worker or default_cores_per_worker(platform)
+            if ray_address == "local":  # this machine: say now that it lacks cores, not after Ray's timeout
+                measuring_layout(platform, ray_workers, per)
+            pool = {"pin_cpus": True, "cpus_per_worker": float(per)}
         env_kwargs = {
             **env_kwargs,
             "backend": "ray",
@@ -230,6 +281,7 @@ def make_env(
                 "address": None if ray_address == "local" else ray_address,
                 "num_workers": ray_workers,
                 "inner_kwargs": spec_kwargs.get("backend_kwargs") or {},
+                **pool,
             },
         }
     try:
@@ -272,11 +324,27 @@ def train(
     checkpoint_every: int = 0,
     input_shapes: dict[str, list[int]] | None = None,
     overwrite: bool = False,
+    cores_per_worker: int | None = None,
 ) -> PlacementResult:
     """Run ``agent`` on ``env_id`` and write the outputs listed in the module docstring (into a fresh
-    ``out``: see :func:`prepare_out`)."""
+    ``out``: see :func:`prepare_out`).
+
+    A measured env's ``n_envs`` copies (an SB3 learner's) are measuring workers on disjoint cores
+    (:func:`measuring_cores`); this process is pinned to the first worker's cores before the env is made,
+    so that what it measures itself (the final placement; every placement with one env) is measured on
+    the same platform as the workers' placements.
+    """
+    from agents.sb3.methods import SB3Method
+    from placement_gym.measured.workers import pin_process
+
     method = _method(agent, agent_kwargs, n_envs, out / "tb")
-    env = make_env(env_id, env_kwargs, ray_address, ray_workers, input_shapes)
+    workers = method.n_envs if isinstance(method, SB3Method) else 1
+    cores = measuring_cores(env_id, env_kwargs, workers, cores_per_worker, ray_address)
+    if cores is not None:
+        pin_process(cores[0])
+        if isinstance(method, SB3Method) and workers > 1:
+            method.worker_cores = cores
+    env = make_env(env_id, env_kwargs, ray_address, ray_workers, input_shapes, cores_per_worker)
     try:
         prepare_out(out, overwrite)
     except BaseException:
@@ -396,6 +464,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         checkpoint_every=args.checkpoint_every,
         input_shapes=arguments.input_shapes(args.input_shapes),
         overwrite=args.overwrite,
+        cores_per_worker=args.cores_per_worker,
     )
     print(
         f"{args.agent} on {args.env}: best latency {result.latency * 1e3:.3f} ms after {result.evaluations} "

@@ -26,8 +26,9 @@ node of a running cluster (``ray start --head`` on one machine, ``ray start --ad
 the others); ``address=None`` starts a local instance. Each actor reserves ``cpus_per_worker`` CPUs, so
 Ray never runs more measuring actors on a machine than it has CPUs; with ``pin_cpus=True`` each actor
 also pins itself to that many cores of its machine that no other pinned actor holds, so that two
-actors' measurements never share a core. Worker nodes need placement-gym installed and model files
-reachable (zoo models are rebuilt from their recipes, so a zoo name is enough); actors put the driver's
+actors' measurements never share a core, and builds its ``local`` platform there (calibrated on its
+cores: :func:`~placement_gym.platforms.local.local_platform`) in place of the driver's. Worker nodes need
+placement-gym installed and model files reachable (zoo models are rebuilt from their recipes, so a zoo name is enough); actors put the driver's
 copy of placement-gym first on their ``PYTHONPATH``, so on the driver's machine they run the same code.
 """
 
@@ -47,6 +48,7 @@ import placement_gym
 from placement_gym.backends.base import LatencyBackend, LatencyResult
 from placement_gym.errors import BackendError, PlacementError
 from placement_gym.locks import check_private, private_dir, try_lock
+from placement_gym.measured.workers import pin_process
 
 #: The private lock folder (:func:`placement_gym.locks.private_dir`) where pinned actors lock the cores
 #: they hold: one ``cpu<N>.lock`` per core, released by the kernel when its process dies.
@@ -97,15 +99,6 @@ def claim_cores(count: int, lock_dir: Path | None = None) -> tuple[list[int], li
     )
 
 
-def pin_process(cores: Sequence[int]) -> None:
-    """Restrict every thread of this process (and the threads it starts later) to ``cores``."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cores)
-        except OSError:  # the thread ended meanwhile
-            pass
-
-
 class _Evaluator:
     """The Ray actor's body: one inner backend, built where the actor runs (pinned first if asked)."""
 
@@ -130,6 +123,8 @@ class _Evaluator:
             # Before the backend exists: OpenVINO's threads inherit the affinity of the thread creating them.
             self.cores, self._locks = claim_cores(pin_cores)
             pin_process(self.cores)
+            if platform.name == "local":  # this machine's devices, calibrated on the cores it now holds
+                platform = _actor_local_platform(platform)
         bench = load_benchmark(model)
         graph = bench.coarsen_as(level)
         if isinstance(inner, str):
@@ -138,11 +133,12 @@ class _Evaluator:
             self.backend = inner(bench, graph, platform, **inner_kwargs)
 
     def describe(self) -> dict[str, Any]:
-        """The actor's process id, pinned cores, placements evaluated, wall and CPU seconds spent
-        evaluating them, and the placement-gym it imported."""
+        """The actor's process id, pinned cores, its backend's platform, placements evaluated, wall and CPU
+        seconds spent evaluating them, and the placement-gym it imported."""
         return {
             "pid": os.getpid(),
             "cores": self.cores,
+            "platform": self.backend.platform.description,
             "evaluations": self.evaluations,
             "busy_seconds": self.busy_seconds,
             "cpu_seconds": self.cpu_seconds,
@@ -280,9 +276,9 @@ class RayBackend(LatencyBackend):
             raise BackendError(f"the Ray workers could not start: {_first_line(exc)}") from exc
 
     def describe_workers(self) -> list[dict[str, Any]]:
-        """Each actor's ``pid``, pinned ``cores``, ``evaluations`` made, ``busy_seconds`` and
-        ``cpu_seconds`` spent on them and the ``package`` file of placement-gym it imported (waits for
-        the actors to be built)."""
+        """Each actor's ``pid``, pinned ``cores``, ``platform`` description, ``evaluations`` made,
+        ``busy_seconds`` and ``cpu_seconds`` spent on them and the ``package`` file of placement-gym it
+        imported (waits for the actors to be built)."""
         return self._ray.get([w.describe.remote() for w in self.workers])
 
     def evaluate(self, placement: Sequence[int] | np.ndarray) -> LatencyResult:
@@ -386,6 +382,24 @@ class RayBackend(LatencyBackend):
             except Exception:  # a dead actor or a Ray already shut down: nothing left to release
                 pass
         self.workers = []
+
+
+def _actor_local_platform(driver: Any) -> Any:
+    """The ``local`` platform of a pinned actor's cores, in place of the driver's.
+
+    Raises:
+        BackendError: If its devices are not the driver's (another node with other devices).
+    """
+    from placement_gym.platforms import load_platform
+
+    platform = load_platform("local")
+    names, expected = [d.name for d in platform.devices], [d.name for d in driver.devices]
+    if names != expected:
+        raise BackendError(
+            f"this node's local platform has devices {names}, the driver's {expected}: placements of one "
+            "cannot run on the other"
+        )
+    return platform
 
 
 def _first_line(exc: BaseException) -> str:

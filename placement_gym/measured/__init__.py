@@ -6,5 +6,6 @@
 * :mod:`.segments`: split an op placement into same-device segments and build each as an ``ov.Model``;
 * :mod:`.hetero`: OpenVINO's HETERO plugin with per-op ``affinity``;
 * :mod:`.timing`: the timing protocol (adaptive, drift-corrected), :mod:`.stats`: the median and its
-  confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile.
+  confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile;
+* :mod:`.workers`: several measuring processes at once, each pinned to cores of its own.
 """

@@ -224,6 +224,10 @@ class MeasuredBackend(LatencyBackend):
         self.config = self._config(executor)
         if executor == "pieces" or driver != "queue":  # absent: the queue driver (older caches)
             self.config["driver"] = driver
+        if platform.cores and len(platform.cores) < (os.cpu_count() or 1):
+            # a platform built on part of the machine (a pinned worker, taskset) times other runs than
+            # the whole machine's (absent: all cores, as in older caches)
+            self.config["cores"] = len(platform.cores)
         self.results = ResultCache(
             cache_size, self.config, cache_path, width=graph.num_groups, num_devices=platform.num_devices
         )

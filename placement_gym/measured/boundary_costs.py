@@ -14,7 +14,7 @@ is what one boundary costs. Three chains separate the fixed cost from the per-by
   reordered at a boundary; 784 KiB).
 
 ``bytes / (slope - fixed slope)`` is then the boundary bandwidth of each layout. Results are stored with
-the machine's fingerprint and the OpenVINO version (``<cache>/platform/boundaries-...``) by
+the machine's fingerprint, the OpenVINO version and the process's core set (``<cache>/platform/boundaries-...``) by
 ``placement-gym calibrate --boundaries``.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from placement_gym.errors import BackendError
 from placement_gym.platforms.devices import Platform
-from placement_gym.platforms.machine import machine_fingerprint
+from placement_gym.platforms.machine import cores_key, machine_fingerprint, process_cores
 
 #: Version of the measurement below (bump when it changes).
 BOUNDARY_VERSION = 1
@@ -176,19 +176,21 @@ def measure_boundary_costs(
 
 def boundary_costs(platform: Platform, force: bool = False) -> dict[str, Any]:
     """:func:`measure_boundary_costs` (on ``platform``, the ``local`` one), stored once per machine
-    fingerprint and OpenVINO version (``force`` re-measures)."""
+    fingerprint, OpenVINO version and core set of this process (a boundary between two threads on one
+    core is not one between two cores; ``force`` re-measures)."""
     import openvino as ov
 
     from placement_gym.cache import cached_entry
 
     fingerprint = machine_fingerprint()
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:12]
-    key = f"boundaries-v{BOUNDARY_VERSION}-{digest}-ov{ov.__version__.split('-')[0]}"
+    cores = process_cores()
+    key = f"boundaries-v{BOUNDARY_VERSION}-{digest}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
 
     def write(directory: Path) -> dict[str, Any]:
         record = measure_boundary_costs(platform)
         (directory / "boundaries.json").write_text(json.dumps(record, indent=1))
-        return {"fingerprint": fingerprint, "openvino": ov.get_version()}
+        return {"fingerprint": fingerprint, "cores": list(cores), "openvino": ov.get_version()}
 
     directory, _ = cached_entry("platform", key, write, force=force)
     return json.loads((directory / "boundaries.json").read_text())

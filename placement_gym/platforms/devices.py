@@ -127,6 +127,8 @@ class Platform:
         links: ``links[(i, j)]`` for every ordered pair of distinct devices.
         host: Index of the device where the model's inputs arrive and outputs are read.
         sources: Citations for the figures.
+        cores: The CPU cores a platform of this machine (``local``) was built for and calibrated on; empty
+            for platforms described by data.
     """
 
     name: str
@@ -135,6 +137,7 @@ class Platform:
     links: dict[tuple[int, int], Link]
     host: int = 0
     sources: tuple[str, ...] = ()
+    cores: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_count(f"platform {quote(self.name)}", len(self.devices))

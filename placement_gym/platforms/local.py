@@ -14,9 +14,15 @@ Built from ``openvino.Core().available_devices`` when first asked for:
 * A CPU plus GPUs/NPUs: one ``cpu`` device (all cores, f32) plus one device per GPU (``gpu0``...; f16,
   the GPU plugin's native precision) and an ``npu`` (f16).
 
+The platform is built for the cores this process may run on (its affinity set: all of them unless the
+process was started under ``taskset`` or pinned as a measuring worker, :mod:`placement_gym.measured.workers`)
+and records them (``Platform.cores``). Virtual CPUs of a process with one core share that core (a different
+platform: its measured contention is about 1); with two or more they run on different cores.
+
 Links between virtual CPU devices are segment boundaries inside one process. Their figures are measured
-once per machine and OpenVINO version and cached (``<cache>/platform/local-...`` and
-``<cache>/platform/boundaries-...``): what a boundary costs when the partitioned executor runs chains of
+once per machine, OpenVINO version and core set and cached (``<cache>/platform/local-...`` and
+``<cache>/platform/boundaries-...``; a key names its cores, so figures calibrated under ``taskset`` never
+describe another core set): what a boundary costs when the partitioned executor runs chains of
 layers cut into 1-8 segments (:func:`executor_boundary_link`; the fixed cost beyond a segment start, and
 the rates for plain-layout tensors and for the blocked layouts the CPU plugin keeps convolution
 activations in, reordered to plain and back at a boundary, see :class:`~placement_gym.platforms.Link`).
@@ -46,10 +52,12 @@ import numpy as np
 
 from placement_gym.measured.boundary_costs import boundary_costs
 from placement_gym.platforms.devices import Device, Link, Platform
-from placement_gym.platforms.machine import cpu_info
+from placement_gym.platforms.machine import core_span, cores_key, cpu_info, process_cores
 
 #: Compile properties of a virtual CPU device (one core each, able to run concurrently).
 VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False}
+#: Virtual CPU devices of the platform of a CPU-only machine.
+VIRTUAL_CPUS = 2
 #: Version of the link/overhead measurement below (bump when it changes).
 MEASURE_VERSION = 4
 _RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
@@ -224,18 +232,20 @@ def measure_local_figures() -> dict[str, float]:
 
 
 def local_figures() -> dict[str, float]:
-    """:func:`measure_local_figures`, measured once per machine/OpenVINO version and cached on disk."""
+    """:func:`measure_local_figures`, measured once per machine, OpenVINO version and core set (this
+    process's affinity, :func:`process_cores`) and cached on disk."""
     import openvino as ov
 
     from placement_gym.cache import cached_entry
 
     name, _, _ = cpu_info()
+    cores = process_cores()
     machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]
-    key = f"local-v{MEASURE_VERSION}-{machine}-ov{ov.__version__.split('-')[0]}"
+    key = f"local-v{MEASURE_VERSION}-{machine}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
 
     def write(directory: Path) -> dict[str, Any]:
         (directory / "figures.json").write_text(json.dumps(measure_local_figures(), indent=1))
-        return {"cpu": name, "cpu_count": os.cpu_count(), "openvino": ov.get_version()}
+        return {"cpu": name, "cpu_count": os.cpu_count(), "cores": list(cores), "openvino": ov.get_version()}
 
     directory, _ = cached_entry("platform", key, write)
     return json.loads((directory / "figures.json").read_text())
@@ -258,7 +268,7 @@ def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> lis
             invoke_overhead=figures["invoke_overhead"],
             contention=2.0 - figures["parallel_speedup"],
         )
-        for i in range(2)
+        for i in range(VIRTUAL_CPUS)
     ]
 
 
@@ -286,39 +296,52 @@ def executor_boundary_link(figures: dict[str, float], platform: Platform) -> Lin
     )
 
 
-@lru_cache(maxsize=1)
 def local_platform() -> Platform:
-    """The platform of this machine's OpenVINO devices (see the module docstring).
+    """The platform of this machine's OpenVINO devices on the cores this process may run on (see the
+    module docstring); built once per process and core set.
 
     Returns:
         A :class:`Platform` named ``"local"`` whose host is the (first) CPU device.
     """
+    return _local_platform(process_cores())
+
+
+def local_accelerators() -> list[str]:
+    """The OpenVINO GPU and NPU devices of this machine (none: the ``local`` platform is two virtual CPUs)."""
     import openvino as ov
 
-    available = list(ov.Core().available_devices)
+    return [d for d in ov.Core().available_devices if d.startswith(("GPU", "NPU"))]
+
+
+@lru_cache(maxsize=4)
+def _local_platform(cores: tuple[int, ...]) -> Platform:
+    import openvino as ov
+
     figures = local_figures()
     name, ghz, flags = cpu_info()
-    accelerators = [d for d in available if d.startswith(("GPU", "NPU"))]
+    accelerators = local_accelerators()
     cpu_link = Link(
         latency=figures["copy_latency"],
         bandwidth=figures["boundary_bandwidth"],
         blocked_bandwidth=figures["blocked_boundary_bandwidth"],
     )
     if not accelerators:
+        on = f"core {cores[0]}, shared by both" if len(cores) == 1 else f"cores {core_span(cores)}"
         devices = tuple(_virtual_cpus(figures, ghz, flags))
-        description = f"two 1-thread virtual CPU devices (f32) on {name}"
+        description = f"two 1-thread virtual CPU devices (f32) on {name}, {on}"
         sources = ("measured on this machine by placement_gym.platforms.local",)
-        first = Platform("local", description, devices, {(0, 1): cpu_link, (1, 0): cpu_link}, 0, sources)
-        link = executor_boundary_link(figures, first)
-        return Platform("local", description, devices, {(0, 1): link, (1, 0): link}, 0, sources)
-    cores = os.cpu_count() or 1
+        first = Platform(
+            "local", description, devices, {(0, 1): cpu_link, (1, 0): cpu_link}, 0, sources, cores
+        )
+        link = executor_boundary_link(figures, first)  # measured on these cores
+        return Platform("local", description, devices, {(0, 1): link, (1, 0): link}, 0, sources, cores)
     cpu = Device(
         name="cpu",
         kind="cpu",
         ov_device="CPU",
         precision="f32",
         memory_bytes=int(_physical_ram() * _RAM_SHARE / 2),
-        peak_flops={k: v * cores for k, v in _core_peak_flops(ghz, flags).items()},
+        peak_flops={k: v * len(cores) for k, v in _core_peak_flops(ghz, flags).items()},
         mem_bandwidth=figures["copy_bandwidth"],
         launch_overhead=0.0,
         invoke_overhead=figures["invoke_overhead"],
@@ -349,9 +372,11 @@ def local_platform() -> Platform:
     links = {(i, j): cpu_link for i in range(len(devices)) for j in range(len(devices)) if i != j}
     return Platform(
         name="local",
-        description=f"{name} + {', '.join(accelerators)} (OpenVINO devices of this machine)",
+        description=f"{name} (cores {core_span(cores)}) + {', '.join(accelerators)} (OpenVINO devices of "
+        "this machine)",
         devices=tuple(devices),
         links=links,
         host=0,
         sources=("measured on this machine by placement_gym.platforms.local",),
+        cores=cores,
     )

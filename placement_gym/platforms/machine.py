@@ -1,4 +1,5 @@
-"""What identifies this machine for measurements: CPU model, logical cores, ISA flags."""
+"""What identifies this machine for measurements: CPU model, logical cores, ISA flags; the cores this process
+may run on."""
 
 from __future__ import annotations
 
@@ -39,3 +40,24 @@ def machine_fingerprint() -> dict[str, Any]:
     ``taskset`` is the same profile.)"""
     name, _, flags = cpu_info()
     return {"cpu": name, "cores": os.cpu_count() or 1, "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
+def process_cores() -> tuple[int, ...]:
+    """The cores this process may run on (its affinity set, all of the machine's unless it was started
+    under ``taskset`` or pinned), sorted."""
+    if hasattr(os, "sched_getaffinity"):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))
+
+
+def core_span(cores: tuple[int, ...] | list[int]) -> str:
+    """A core set written compactly: ``0-3`` for a run of three or more, else ``0,2,5``."""
+    cores = tuple(sorted(cores))
+    if len(cores) > 2 and cores == tuple(range(cores[0], cores[-1] + 1)):
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(str(c) for c in cores)
+
+
+def cores_key(cores: tuple[int, ...]) -> str:
+    """The part of a cache key that names a core set: ``cores0-3``, ``cores1``, ``cores0_2_5``."""
+    return "cores" + core_span(cores).replace(",", "_")

@@ -58,6 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="envs stepped together by SB3 learners (ignored by others)",
     )
     parser.add_argument(
+        "--cores-per-worker",
+        type=arguments.positive_int,
+        default=None,
+        metavar="N",
+        help="measured envs: cores of each measuring worker (each --n-envs copy, each Ray actor), disjoint "
+        "and pinned; default: a core per virtual CPU of the local platform (2); fewer builds a different, "
+        "smaller platform per worker",
+    )
+    parser.add_argument(
         "--ray-address",
         default=None,
         help="evaluate on a Ray cluster ('auto', 'ray://host:10001'; 'local' starts a local instance)",
