@@ -1,8 +1,8 @@
 """Sim-to-real, end to end: search in the simulator calibrated to this machine, fine-tune on the measured
-env, then measure the three answers back to back.
+env, re-measure the fine-tune's best candidates to pick one, then measure the three answers back to back.
 
-Per model, on the ``local`` platform (fused groups), three stages, each written to ``<out>.jsonl`` as it
-finishes (a rerun resumes where the last one stopped):
+Per model, on the ``local`` platform (fused groups), four stages, each written to ``<out>.jsonl`` as it
+goes (a rerun resumes where the last one stopped):
 
 1. ``sim``: the simulator calibrated to this machine (``local`` platform, ``simulated`` backend: per-layer
    profiles and segment-boundary figures measured here). HEFT's placement on its cost model; the
@@ -12,22 +12,27 @@ finishes (a rerun resumes where the last one stopped):
 2. ``fine_tune``: the shipped policy fine-tuned on the measured problem of ``DevicePlacement-<model>-local-measured-v1``
    (``measured`` backend, its default protocol): ``--fine-tune`` measured evaluations of MaskablePPO
    updates (episodes of the improvement MDP from HEFT's placement), then the policy-ranked descent from the
-   simulator's best placement, ``--budget`` measured placements in all (fine-tuning included). The final
-   placement is the best measured placement seen during fine-tuning (the simulator's best, measured as the
-   descent's start, among them). Each measured placement is written as a ``fine_tune_eval`` row as it comes;
+   simulator's best placement, ``--budget`` measured placements in all (fine-tuning included), each
+   measured once. Each measured placement is written as a ``fine_tune_eval`` row as it comes;
    measurements are persisted in ``<out>.<model>.cache.jsonl``, so a restarted fine-tune replays them.
-3. ``compare``: the fine-tuned placement, the simulator's best and HEFT's measured in one run with the
+3. ``remeasure`` and ``pick`` (:mod:`experiments.fidelity.remeasure`): the ``--candidates`` placements of
+   the fine-tune with the fastest single measurement, the simulator's best always among them, measured
+   again in ``--remeasure-rounds`` rotating rounds drift-corrected like the comparison (a ``remeasure``
+   row each); the fine-tuned placement (the ``pick`` row) is the simulator's best unless a candidate
+   re-measured faster with disjoint 95% intervals (then the fastest such).
+4. ``compare``: the fine-tuned placement, the simulator's best and HEFT's measured in one run with the
    measured backend's drift correction (``reference="host"``: every timed run of a candidate is paired with
    a run of the all-on-host placement), ``--rounds`` rounds, the three back to back in an order that
-   cycles through all six permutations, every round a fresh measurement (no result cache). Per placement
-   the per-pair ratios of all rounds are pooled: latency = median ratio x the median of all the run's
-   reference runs, with the 95% interval of the median ratio (order statistics) scaled alike; the raw
-   median of its own runs is reported beside it.
+   cycles through all six permutations, every round a fresh measurement (no result cache), independent of
+   the re-measurement the pick was made on. Per placement the per-pair ratios of all rounds are pooled
+   (:mod:`experiments.fidelity.rounds`): latency = median ratio x the median of all the run's reference
+   runs, with the 95% interval of the median ratio (order statistics) scaled alike; the raw median of its
+   own runs is reported beside it.
 
 The summary ``<out>.md`` has one line per model and placement and the verdict of the target (the
-fine-tuned placement no worse than the other two: its interval's lower end not above theirs' upper end).
-Run the timing pinned to one core (see docs/sim-to-real.md for the command and what one core means for
-the two virtual CPUs of ``local``).
+fine-tuned placement no worse than the other two: its interval's lower end not above theirs' upper end),
+then the re-measured candidates of the pick. Run the timing pinned to one core (see docs/sim-to-real.md
+for the command and what one core means for the two virtual CPUs of ``local``).
 
 Usage:
     python -m experiments.fidelity.sim_to_real --models inception_v3 resnet50 --budget 100 --out runs/sim_to_real
@@ -47,11 +52,12 @@ from typing import Any
 
 import numpy as np
 
+from experiments.fidelity import rounds
+from experiments.fidelity.remeasure import CANDIDATES, REMEASURE_ROUNDS, candidates, pick
+from experiments.fidelity.sim_to_real_report import KINDS, summary
 from experiments.runs import read_json_lines
 from placement_gym.problem import PlacementProblem
 
-#: The three placements of the final comparison, in the order of the first round.
-KINDS = ("fine_tuned", "sim_best", "heft")
 #: The orders of the rounds (round ``r`` takes ``ORDERS[r % 6]``).
 ORDERS = list(itertools.permutations(KINDS))
 
@@ -120,7 +126,7 @@ def fine_tune_stage(
     cache: Path,
     log: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
-    """Stage 2: the shipped policy fine-tuned on the measured problem; the best measured placement seen."""
+    """Stage 2: the shipped policy fine-tuned on the measured problem, each placement measured once."""
     problem = PlacementProblem.make(model, "local", "measured", backend_kwargs={"cache_path": str(cache)})
     method = _from_start_method(start, policy=args.policy, fine_tune=args.fine_tune)
     begin = time.perf_counter()
@@ -168,182 +174,130 @@ def compare_stage(
     done: set[tuple[int, str]],
     log: Callable[[dict[str, Any]], None],
 ) -> None:
-    """Stage 3: the three placements in alternating order, ``args.rounds`` rounds, drift-corrected."""
+    """Stage 4: the three placements in alternating order, ``args.rounds`` rounds, drift-corrected."""
     todo = [(r, k) for r in range(args.rounds) for k in ORDERS[r % len(ORDERS)] if (r, k) not in done]
-    if not todo:
-        return
-    protocol = {"reference": "host", "cache_size": 0, "rel_ci": args.rel_ci, "time_budget": args.time_budget}
-    problem = PlacementProblem.make(model, "local", "measured", backend_kwargs=protocol)
-    backend = problem.backend
-    for r, kind in todo:
-        load_before = _load()
-        result = backend.evaluate(chosen[kind])
-        timing = getattr(backend, "last_timing", None)
-        row: dict[str, Any] = {
+    rounds.measure(
+        model,
+        chosen,
+        todo,
+        rounds.protocol(args.rel_ci, args.time_budget),
+        lambda r, kind: {"model": model, "stage": "compare", "round": r, "kind": kind},
+        log,
+    )
+
+
+def remeasure_stage(
+    model: str,
+    cands: list[dict[str, Any]],
+    args: argparse.Namespace,
+    done: set[tuple[int, int]],
+    log: Callable[[dict[str, Any]], None],
+) -> None:
+    """Stage 3: the fine-tune's candidates, ``args.remeasure_rounds`` rounds, drift-corrected."""
+    todo = [x for x in rounds.rotations(range(len(cands)), args.remeasure_rounds) if x not in done]
+    placements = {i: np.asarray(c["placement"], dtype=np.int64) for i, c in enumerate(cands)}
+    rounds.measure(
+        model,
+        placements,
+        todo,
+        rounds.protocol(args.rel_ci, args.time_budget),
+        lambda r, i: {
             "model": model,
-            "stage": "compare",
+            "stage": "remeasure",
             "round": r,
-            "kind": kind,
-            "placement": chosen[kind].tolist(),
-            "feasible": bool(result.feasible),
-            "latency_ms": result.latency * 1e3 if result.feasible else None,
-            "ci_ms": result.ci * 1e3 if result.feasible and result.ci is not None else None,
-            "times": list(timing.times) if timing else [],
-            "reference_times": list(timing.reference_times) if timing else [],
-            "load": [load_before, _load()],
-            "protocol": protocol,
-            "reason": result.reason,
-        }
-        log(row)
-        print(f"{model} round {r} {kind:10s} {_ms(row['latency_ms'])} load {row['load'][1]:.2f}", flush=True)
-    backend.close()
+            "candidate": i,
+            "fine_tune_ms": cands[i]["fine_tune_ms"],
+        },
+        log,
+    )
 
 
-def _ms(value: float | None) -> str:
-    return "infeasible" if value is None else f"{value:.2f} ms"
-
-
-def pooled(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per kind, from one model's ``compare`` rows: the pooled drift-corrected latency and its 95% interval,
-    the raw median of its runs and its interval, the rounds and the load range (milliseconds)."""
-    from placement_gym.measured.stats import median_ci
-
-    reference = [t for r in rows for t in r["reference_times"]]
-    level = float(np.median(reference)) if reference else float("nan")
-    out = {}
-    for kind in KINDS:
-        mine = [r for r in rows if r["kind"] == kind and r["feasible"] and r["times"]]
-        if not mine:
-            continue
-        times = np.array([t for r in mine for t in r["times"]])
-        refs = np.array([t for r in mine for t in r["reference_times"]])
-        ratio = median_ci(times / refs) if refs.size == times.size else None
-        raw = median_ci(times)
-        loads = [x for r in mine for x in r["load"]]
-        out[kind] = {
-            "latency_ms": ratio.median * level * 1e3 if ratio else float("nan"),
-            "low_ms": ratio.low * level * 1e3 if ratio else float("nan"),
-            "high_ms": ratio.high * level * 1e3 if ratio else float("nan"),
-            "ratio_to_host": ratio.median if ratio else float("nan"),
-            "raw_ms": raw.median * 1e3,
-            "raw_low_ms": raw.low * 1e3,
-            "raw_high_ms": raw.high * 1e3,
-            "rounds": len(mine),
-            "runs": int(times.size),
-            "load": (min(loads), max(loads)),
-            "placement": mine[0]["placement"],
-        }
-    return out
-
-
-def verdict(stats: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Fine-tuned against each other placement: ``better`` / ``worse`` (intervals disjoint) or ``tie``."""
-    out = {}
-    ft = stats.get("fine_tuned")
-    for kind in KINDS[1:]:
-        other = stats.get(kind)
-        if ft is None or other is None:
-            out[kind] = "missing"
-        elif ft["high_ms"] < other["low_ms"]:
-            out[kind] = "better"
-        elif ft["low_ms"] > other["high_ms"]:
-            out[kind] = "worse"
-        else:
-            out[kind] = "tie"
-    return out
-
-
-def summary(rows: list[dict[str, Any]], rounds: int) -> list[str]:
-    """Markdown lines: per model the three placements' measured latencies, intervals and the verdict."""
-    lines = [
-        "| model | placement | groups on cpu0 / cpu1 | simulated ms | measured ms (95% interval) "
-        "| ratio to all-on-host "
-        "| raw median ms (95% interval) | rounds | load (min-max) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    notes = []
-    for model in dict.fromkeys(r["model"] for r in rows):
-        sim = next((r for r in rows if r["model"] == model and r["stage"] == "sim"), None)
-        tune = next((r for r in rows if r["model"] == model and r["stage"] == "fine_tune"), None)
-        stats = pooled([r for r in rows if r["model"] == model and r["stage"] == "compare"])
-        for kind in KINDS:
-            s = stats.get(kind)
-            if s is None:
-                continue
-            counts = np.bincount(np.asarray(s["placement"]), minlength=2)
-            simulated = _simulated(sim, s["placement"])
-            lines.append(
-                f"| {model} | {kind} | {counts[0]} / {counts[1]} | "
-                f"{'-' if simulated is None else f'{simulated:.2f}'} | "
-                f"{s['latency_ms']:.2f} ({s['low_ms']:.2f}-{s['high_ms']:.2f}) | {s['ratio_to_host']:.3f} | "
-                f"{s['raw_ms']:.2f} ({s['raw_low_ms']:.2f}-{s['raw_high_ms']:.2f}) | "
-                f"{s['rounds']}/{rounds} | "
-                f"{s['load'][0]:.2f}-{s['load'][1]:.2f} |"
-            )
-        if stats.get("fine_tuned") and stats.get("sim_best"):
-            same = stats["fine_tuned"]["placement"] == stats["sim_best"]["placement"]
-            notes.append(
-                f"- {model}: the fine-tuned placement "
-                + ("is the simulator's best (no placement measured faster than it during the fine-tune)"
-                   if same else "differs from the simulator's best")
-            )
-        if stats:
-            v = verdict(stats)
-            met = all(x in ("better", "tie") for x in v.values())
-            notes.append(
-                f"- {model}: fine-tuned vs simulator's best: {v['sim_best']}; vs HEFT: {v['heft']}; "
-                f"target {'met' if met else 'NOT met'}"
-                + (
-                    f" (fine-tune: {tune['evaluations']} measured placements, "
-                    f"best seen {tune['best_measured_ms']:.2f} ms)"
-                    if tune
-                    else ""
-                )
-            )
-        stages = {r["stage"] for r in rows if r["model"] == model}
-        missing = [s for s in ("sim", "fine_tune") if s not in stages]
-        if missing or any(stats.get(k, {}).get("rounds", 0) < rounds for k in KINDS):
-            notes.append(f"- {model}: unfinished ({', '.join(missing) or 'compare rounds'} missing)")
-    return lines + [""] + notes
-
-
-def _simulated(sim: dict[str, Any] | None, placement: list[int]) -> float | None:
-    """The simulated latency (ms) of ``placement`` if it is the simulator's best or HEFT's, else None."""
-    if sim is None:
-        return None
-    for key in ("sim_best", "heft"):
-        if sim[key] == placement:
-            return float(sim[f"{key}_sim_ms"])
-    return None
+def pick_row(
+    model: str,
+    cands: list[dict[str, Any]],
+    sim_best: list[int],
+    measured: list[dict[str, Any]],
+    remeasure_rounds: int,
+) -> dict[str, Any]:
+    """The ``pick`` row: the fine-tuned placement chosen from the candidates' re-measurement rows."""
+    stats = rounds.pool(measured, "candidate", range(len(cands)))
+    sim_index = next(i for i, c in enumerate(cands) if c["placement"] == sim_best)
+    index = pick(stats, sim_index, remeasure_rounds)
+    return {
+        "model": model,
+        "stage": "pick",
+        "index": index,
+        "placement": cands[index]["placement"],
+        "sim_index": sim_index,
+        "candidates": cands,
+        "remeasured": [stats.get(i) for i in range(len(cands))],
+        "rounds": remeasure_rounds,
+    }
 
 
 def run_model(model: str, args: argparse.Namespace, out: Path) -> None:
-    """The three stages of one model, each skipped when its rows are already in ``out``."""
+    """The four stages of one model, each skipped (or resumed) when its rows are already in ``out``."""
     rows = [r for r in read_json_lines(out) if r.get("model") == model]
 
     def log(row: dict[str, Any]) -> None:
         _append(out, row)
+        rows.append(row)
 
-    sim = next((r for r in rows if r["stage"] == "sim"), None)
+    def stage(name: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["stage"] == name]
+
+    sim = next(iter(stage("sim")), None)
     if sim is None:
         sim = sim_stage(model, args.policy, args.sim_budget, args.seed)
         log(sim)
-        print(f"{model} sim: best {sim['sim_best_sim_ms']:.2f} ms ({sim['sim_best_source']}), "
-              f"HEFT {sim['heft_sim_ms']:.2f} ms", flush=True)
-    tune = next((r for r in rows if r["stage"] == "fine_tune"), None)
+        print(
+            f"{model} sim: best {sim['sim_best_sim_ms']:.2f} ms ({sim['sim_best_source']}), "
+            f"HEFT {sim['heft_sim_ms']:.2f} ms",
+            flush=True,
+        )
+    tune = next(iter(stage("fine_tune")), None)
     if tune is None:
         cache = out.with_name(f"{out.stem}.{model}.cache.jsonl")
         tune = fine_tune_stage(model, np.asarray(sim["sim_best"], dtype=np.int64), args, cache, log)
         log(tune)
-        print(f"{model} fine-tune: best measured {tune['best_measured_ms']:.2f} ms after "
-              f"{tune['evaluations']} placements", flush=True)
-    chosen = {
-        "fine_tuned": np.asarray(tune["placement"], dtype=np.int64),
+        print(
+            f"{model} fine-tune: best measured {tune['best_measured_ms']:.2f} ms after "
+            f"{tune['evaluations']} placements",
+            flush=True,
+        )
+    chosen = next(iter(stage("pick")), None)
+    if chosen is None:
+        if stage("compare"):
+            raise SystemExit(
+                f"{out}: {model} was compared with the fine-tune's pick by one measurement "
+                "(no re-measurement rows); give a new --out"
+            )
+        cands = candidates(stage("fine_tune_eval"), sim["sim_best"], args.candidates)
+        if any(
+            r["candidate"] >= len(cands) or r["placement"] != cands[r["candidate"]]["placement"]
+            for r in stage("remeasure")
+        ):
+            raise SystemExit(
+                f"{out}: {model}'s candidates were re-measured with another --candidates; "
+                "give the options of that run or a new --out"
+            )
+        done = {(r["round"], r["candidate"]) for r in stage("remeasure")}
+        remeasure_stage(model, cands, args, done, log)
+        chosen = pick_row(model, cands, sim["sim_best"], stage("remeasure"), args.remeasure_rounds)
+        log(chosen)
+        print(
+            f"{model} pick: candidate {chosen['index']} of {len(cands)} "
+            f"(the simulator's best is {chosen['sim_index']})",
+            flush=True,
+        )
+    fine_tuned = np.asarray(chosen["placement"], dtype=np.int64)
+    placements = {
+        "fine_tuned": fine_tuned,
         "sim_best": np.asarray(sim["sim_best"], dtype=np.int64),
         "heft": np.asarray(sim["heft"], dtype=np.int64),
     }
-    done = {(r["round"], r["kind"]) for r in rows if r["stage"] == "compare"}
-    compare_stage(model, chosen, args, done, log)
+    done = {(r["round"], r["kind"]) for r in stage("compare")}
+    compare_stage(model, placements, args, done, log)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,11 +307,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-budget", type=int, default=1000, help="simulated evaluations of the policy")
     parser.add_argument("--budget", type=int, default=100, help="measured placements of the fine-tune in all")
     parser.add_argument("--fine-tune", type=int, default=30, help="of them, evaluations of PPO updates")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=CANDIDATES,
+        help="placements of the fine-tune re-measured before the pick (>= 2)",
+    )
+    parser.add_argument(
+        "--remeasure-rounds",
+        type=int,
+        default=REMEASURE_ROUNDS,
+        help="rounds of the re-measurement of the candidates",
+    )
     parser.add_argument("--rounds", type=int, default=6, help="rounds of the final comparison")
-    parser.add_argument("--rel-ci", type=float, default=0.02, help="comparison: target half-width per round")
-    parser.add_argument("--time-budget", type=float, default=10.0, help="comparison: seconds per measurement")
+    parser.add_argument(
+        "--rel-ci", type=float, default=0.02, help="re-measure and compare: half-width per round"
+    )
+    parser.add_argument(
+        "--time-budget", type=float, default=10.0, help="re-measure and compare: s per measurement"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/sim_to_real", help="writes <out>.jsonl and <out>.md")
+    parser.add_argument("--report", action="store_true", help="only write <out>.md from <out>.jsonl")
     return parser
 
 
@@ -367,11 +338,20 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--fine-tune {args.fine_tune} must leave 2 of --budget {args.budget} to the search")
     if args.rounds < 1:
         raise SystemExit(f"--rounds must be >= 1, got {args.rounds}")
+    if args.candidates < 2:
+        raise SystemExit(
+            f"--candidates must be >= 2 (the simulator's best and one of the fine-tune), "
+            f"got {args.candidates}"
+        )
+    if args.remeasure_rounds < 1:
+        raise SystemExit(f"--remeasure-rounds must be >= 1, got {args.remeasure_rounds}")
     out = Path(args.out + ".jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
-    for model in args.models:
+    if args.report and not out.is_file():
+        raise SystemExit(f"--report needs the rows of a run: {out} does not exist")
+    for model in [] if args.report else args.models:
         run_model(model, args, out)
-    text = "\n".join(summary(read_json_lines(out), args.rounds)) + "\n"
+    text = "\n".join(summary(read_json_lines(out), args.rounds, args.remeasure_rounds)) + "\n"
     Path(args.out + ".md").write_text(text)
     print(text)
 
