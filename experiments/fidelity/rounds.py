@@ -10,6 +10,7 @@ a placement's per-pair ratios over all its rounds into one latency with a 95% in
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -51,7 +52,8 @@ def measure(
         todo: ``(round, key)`` pairs to measure, in order (nothing is opened if empty).
         settings: Measured-backend settings (:func:`protocol`).
         row: The fields that name a measurement (stage, round, key, ...), given its round and key.
-        log: Receives each row as soon as it is measured.
+        log: Receives each row as soon as it is measured (its ``wall_s``: the evaluation's seconds,
+            compilation and warm-up included).
     """
     todo = list(todo)
     if not todo:
@@ -59,8 +61,9 @@ def measure(
     backend = open_backend(model, settings)
     try:
         for r, key in todo:
-            load_before = os.getloadavg()[0]
+            load_before, begin = os.getloadavg()[0], time.perf_counter()
             result = backend.evaluate(placements[key])
+            wall = time.perf_counter() - begin
             timing = getattr(backend, "last_timing", None)
             out = {
                 **row(r, key),
@@ -71,6 +74,7 @@ def measure(
                 "times": list(timing.times) if timing else [],
                 "reference_times": list(timing.reference_times) if timing else [],
                 "load": [load_before, os.getloadavg()[0]],
+                "wall_s": wall,
                 "protocol": settings,
                 "reason": result.reason,
             }

@@ -80,6 +80,12 @@ def summary(rows: list[dict[str, Any]], rounds: int, remeasure_rounds: int = REM
             )
         picks += _pick_lines(model, sim, chosen, measured, remeasure_rounds)
         notes += _pick_notes(model, sim, chosen, measured, stats)
+        for name, stage in (
+            ("re-measurement", measured),
+            ("comparison", [r for r in mine if r["stage"] == "compare"]),
+        ):
+            if stage:
+                notes.append(f"- {model}: {name}: {_cost(stage)}")
         if stats:
             v = verdict(stats)
             met = all(x in ("better", "tie") for x in v.values())
@@ -87,7 +93,7 @@ def summary(rows: list[dict[str, Any]], rounds: int, remeasure_rounds: int = REM
                 f"- {model}: fine-tuned vs simulator's best: {v['sim_best']}; vs HEFT: {v['heft']}; "
                 f"target {'met' if met else 'NOT met'}"
                 + (
-                    f" (fine-tune: {tune['evaluations']} measured placements, "
+                    f" (fine-tune: {tune['evaluations']} measured placements{_wall(tune)}, "
                     f"best seen {tune['best_measured_ms']:.2f} ms, "
                     f"{_close([r for r in mine if r['stage'] == 'fine_tune_eval'])} of them within "
                     f"{CLOSE:.0%} of it, it included)"
@@ -113,6 +119,18 @@ def _close(evals: list[dict[str, Any]]) -> int:
             best[tuple(r["placement"])] = min(best.get(tuple(r["placement"]), float("inf")), r["latency_ms"])
     fastest = min(best.values(), default=float("nan"))
     return sum(ms <= fastest * (1 + CLOSE) for ms in best.values())
+
+
+def _wall(row: dict[str, Any]) -> str:
+    return f" in {row['wall_s']:.0f} s" if "wall_s" in row else ""
+
+
+def _cost(rows: list[dict[str, Any]]) -> str:
+    """How long measuring ``rows`` took: their timed runs' seconds, and wall seconds where rows record them."""
+    runs = sum(sum(r["times"]) + sum(r["reference_times"]) for r in rows)
+    walls = [r["wall_s"] for r in rows if "wall_s" in r]
+    wall = f", {sum(walls):.0f} s of wall time" if len(walls) == len(rows) else ""
+    return f"{len(rows)} measurements, {runs:.0f} s of timed runs (candidates and reference){wall}"
 
 
 def _split(placement: list[int]) -> str:

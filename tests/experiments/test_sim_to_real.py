@@ -199,6 +199,7 @@ def test_the_pick_is_made_on_the_remeasurement_not_the_lucky_single_measurement(
     text = (tmp_path / "s2r.md").read_text()
     assert "| fake | 0 | 2 / 2 | 9.00 | 10.6" in text and "| simulator's best, picked |" in text
     assert "one measurement would have picked candidate 0" in text and "target met" in text
+    assert "fake: re-measurement: 9 measurements, " in text and "s of wall time" in text
 
 
 def test_a_candidate_clearly_faster_on_remeasurement_is_picked(tmp_path, fake_recipe):
