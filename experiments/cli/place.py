@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from experiments.cli import arguments
 from placement_gym.errors import ConfigError, PlacementGymError
+
+if TYPE_CHECKING:
+    from placement_gym.problem import PlacementProblem
 
 
 def policy_meta(folder: Path) -> dict[str, Any]:
@@ -47,6 +50,31 @@ def policy_meta(folder: Path) -> dict[str, Any]:
     }
 
 
+def _problem(
+    model: str, platform: str, backend: str, coarsening: str, input_shapes: dict[str, list[int]] | None
+) -> PlacementProblem:
+    """The problem of placing ``model`` (a zoo name or a model file, ``input_shapes`` for a dynamic-shape
+    one) on ``platform``."""
+    from placement_gym.benchmarks import load_benchmark
+    from placement_gym.problem import PlacementProblem
+
+    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
+    return PlacementProblem.make(source, platform, backend, coarsening=coarsening)
+
+
+def _record(policy: str, problem: PlacementProblem, latency: float, placement: Any) -> dict[str, Any]:
+    """What every placement record holds: the policy, the task, the zero-shot latency and placement."""
+    return {
+        "policy": policy,
+        "model": problem.benchmark.name,
+        "platform": problem.platform.name,
+        "groups": problem.num_groups,
+        "zero_shot_latency": latency,
+        "baseline_latency": problem.baseline.latency if problem.has_baseline else None,
+        "placement": np.asarray(placement).tolist(),
+    }
+
+
 def place_pretrained(
     policy: str,
     model: str,
@@ -66,23 +94,11 @@ def place_pretrained(
         evaluations spent and the policy's pretraining cost.
     """
     from agents import make_method
-    from placement_gym.benchmarks import load_benchmark
-    from placement_gym.problem import PlacementProblem
 
-    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
-    problem = PlacementProblem.make(source, platform, backend, coarsening=coarsening)
+    problem = _problem(model, platform, backend, coarsening, input_shapes)
     result = make_method("pretrained_ppo", policy=policy, fine_tune=fine_tune).place(problem, budget, seed)
-    record: dict[str, Any] = {
-        "policy": result.extra["policy"],
-        "model": problem.benchmark.name,
-        "platform": problem.platform.name,
-        "groups": problem.num_groups,
-        "zero_shot_latency": result.latency,
-        "baseline_latency": problem.baseline.latency if problem.has_baseline else None,
-        "placement": np.asarray(result.placement).tolist(),
-        "evaluations": result.evaluations,
-        "pretraining": result.extra["pretraining"],
-    }
+    record = _record(result.extra["policy"], problem, result.latency, result.placement)
+    record.update(evaluations=result.evaluations, pretraining=result.extra["pretraining"])
     if fine_tune > 0:
         record.update(fine_tune_evaluations=fine_tune, fine_tuned_latency=result.latency)
     return record
@@ -123,16 +139,13 @@ def place(
     from agents import make_method
     from agents.sb3.methods import SB3Method
     from agents.sb3.multitask import common_envs
-    from placement_gym.benchmarks import load_benchmark
-    from placement_gym.problem import PlacementProblem
 
     meta = policy_meta(policy)
     method = make_method(meta["method"], fine_tune=fine_tune > 0)
     if not isinstance(method, SB3Method):
         raise ConfigError(f"{policy} holds a {meta['method']!r} policy, not a Stable-Baselines3 learner's")
     method.load(policy)
-    source = load_benchmark(model, input_shapes=input_shapes) if input_shapes else model
-    problem = PlacementProblem.make(source, platform, backend, coarsening=coarsening)
+    problem = _problem(model, platform, backend, coarsening, input_shapes)
     if problem.num_devices != meta["devices"]:
         raise PlacementGymError(
             f"the policy places on {meta['devices']} devices; platform {problem.platform.name!r} has "
@@ -144,15 +157,7 @@ def place(
     try:
         placement = method.predict_placement(env, seed=seed)
         zero_shot = problem.evaluate(placement)  # a cache hit on deterministic backends
-        record: dict[str, Any] = {
-            "policy": str(policy),
-            "model": problem.benchmark.name,
-            "platform": problem.platform.name,
-            "groups": problem.num_groups,
-            "zero_shot_latency": zero_shot.latency,
-            "baseline_latency": problem.baseline.latency if problem.has_baseline else None,
-            "placement": placement.tolist(),
-        }
+        record = _record(str(policy), problem, zero_shot.latency, placement)
         if fine_tune > 0:
             result = method.place(env, budget=fine_tune, seed=seed)
             if result.latency < zero_shot.latency:  # else the zero-shot placement stays the answer
@@ -169,29 +174,20 @@ def place(
 def run_from_args(args: argparse.Namespace) -> None:
     if args.fine_tune < 0:
         raise ConfigError(f"--fine-tune must be >= 0, got {args.fine_tune}")
+    settings = dict(
+        model=args.model,
+        platform=args.platform,
+        backend=args.backend,
+        fine_tune=args.fine_tune,
+        seed=args.seed,
+        coarsening=args.coarsening,
+        input_shapes=arguments.input_shapes(args.input_shapes),
+    )
     if _is_pretrained(args.policy):
-        record = place_pretrained(
-            "auto" if args.policy is None else str(args.policy),
-            args.model,
-            args.platform,
-            args.backend,
-            args.fine_tune,
-            args.seed,
-            args.coarsening,
-            arguments.input_shapes(args.input_shapes),
-            args.budget,
-        )
+        policy = "auto" if args.policy is None else str(args.policy)
+        record = place_pretrained(policy, budget=args.budget, **settings)
     else:
-        record = place(
-            args.policy,
-            args.model,
-            args.platform,
-            args.backend,
-            args.fine_tune,
-            args.seed,
-            args.coarsening,
-            arguments.input_shapes(args.input_shapes),
-        )
+        record = place(args.policy, **settings)
     line = f"{record['model']} on {record['platform']}: zero-shot {record['zero_shot_latency'] * 1e3:.3f} ms"
     if record["baseline_latency"]:
         line += f" (best single device {record['baseline_latency'] * 1e3:.3f} ms)"

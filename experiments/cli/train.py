@@ -429,19 +429,17 @@ def run_from_args(args: argparse.Namespace) -> None:
             "--max-nodes and --max-edges pad the graphs of multi-task training (several --env); "
             "with one --env they do nothing: drop them"
         )
+    run = dict(
+        budget=args.budget,
+        seed=args.seed,
+        env_kwargs=args.env_kwargs,
+        agent_kwargs=args.agent_kwargs,
+        overwrite=args.overwrite,
+    )
     if len(args.env) > 1:
         out = args.out or Path("runs") / "multitask" / f"{args.agent}-s{args.seed}"
         results = train_tasks(
-            args.agent,
-            args.env,
-            out,
-            args.budget,
-            args.seed,
-            args.env_kwargs,
-            args.agent_kwargs,
-            args.max_nodes,
-            args.max_edges,
-            overwrite=args.overwrite,
+            args.agent, args.env, out, max_nodes=args.max_nodes, max_edges=args.max_edges, **run
         )
         for env_id, r in zip(args.env, results):
             print(f"{args.agent} on {env_id}: best latency {r.latency * 1e3:.3f} ms after {r.evaluations} evaluations")
@@ -453,18 +451,14 @@ def run_from_args(args: argparse.Namespace) -> None:
         args.agent,
         args.env,
         out,
-        args.budget,
-        args.seed,
-        args.env_kwargs,
-        args.agent_kwargs,
-        args.n_envs,
-        args.ray_address,
-        args.ray_workers,
+        n_envs=args.n_envs,
+        ray_address=args.ray_address,
+        ray_workers=args.ray_workers,
         progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every,
         input_shapes=arguments.input_shapes(args.input_shapes),
-        overwrite=args.overwrite,
         cores_per_worker=args.cores_per_worker,
+        **run,
     )
     print(
         f"{args.agent} on {args.env}: best latency {result.latency * 1e3:.3f} ms after {result.evaluations} "
