@@ -22,6 +22,20 @@ import json
 import os
 import resource
 import time
+from collections.abc import Iterator
+from typing import Any
+
+
+def unseen_actions(nvec: Any, rng: Any, count: int) -> Iterator[Any]:
+    """``count`` uniformly random actions of a ``MultiDiscrete(nvec)`` space drawn with ``rng`` (a numpy
+    ``Generator``), none twice: a repeat is drawn again, so every step measures a new placement."""
+    seen: set[bytes] = set()
+    for _ in range(count):
+        action = rng.integers(0, nvec)
+        while action.tobytes() in seen:
+            action = rng.integers(0, nvec)
+        seen.add(action.tobytes())
+        yield action
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,12 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     emit({"figure": "make", "seconds": time.perf_counter() - start, "imports_s": imports})
     rng = np.random.default_rng(args.seed)
     env.reset(seed=args.seed)
-    seen: set[bytes] = set()
-    for i in range(args.steps):
-        action = rng.integers(0, env.action_space.nvec)
-        while action.tobytes() in seen:
-            action = rng.integers(0, env.action_space.nvec)
-        seen.add(action.tobytes())
+    for i, action in enumerate(unseen_actions(env.action_space.nvec, rng, args.steps)):
         env.reset()
         start = time.perf_counter()
         _, _, _, _, info = env.step(action)

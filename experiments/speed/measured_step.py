@@ -23,6 +23,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from experiments.speed.measured_env import unseen_actions
+
 
 def _timed(totals: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -93,13 +95,8 @@ def main(argv: list[str] | None = None) -> None:
 
     rng = np.random.default_rng(args.seed)
     env.reset(seed=args.seed)
-    seen: set[bytes] = set()
     totals: dict[str, float] = defaultdict(float)
-    for i in range(args.steps):
-        action = rng.integers(0, env.action_space.nvec)
-        while action.tobytes() in seen:
-            action = rng.integers(0, env.action_space.nvec)
-        seen.add(action.tobytes())
+    for i, action in enumerate(unseen_actions(env.action_space.nvec, rng, args.steps)):
         env.reset()
         phase.clear()
         counts.clear()

@@ -136,6 +136,17 @@ def run(
     return rows
 
 
+def rate_ratio(rows: list[dict[str, Any]], work: str, low: int, high: int) -> float:
+    """How much more ``work`` per second ``high`` workers did than ``low`` workers, each rate over all the
+    runs of that count (``rows``: one per run, with ``workers``, ``seconds`` and ``work``)."""
+
+    def rate(n: int) -> float:
+        runs = [r for r in rows if r["workers"] == n]
+        return sum(r[work] for r in runs) / sum(r["seconds"] for r in runs)
+
+    return rate(high) / rate(low)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--driver", choices=("batch", "hsdag"), default="batch")
@@ -172,14 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     low, high = min(workers), max(workers)
     if high > low:
-        rate = {
-            n: sum(r["evaluations"] for r in rows if r["workers"] == n)
-            / sum(r["seconds"] for r in rows if r["workers"] == n)
-            for n in (low, high)
-        }
-        print(
-            f"ratio {high} / {low} actors: {rate[high] / rate[low]:.2f}x (evaluations/s over all their runs)"
-        )
+        ratio = rate_ratio(rows, "evaluations", low, high)
+        print(f"ratio {high} / {low} actors: {ratio:.2f}x (evaluations/s over all their runs)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

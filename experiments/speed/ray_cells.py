@@ -29,6 +29,7 @@ from typing import Any
 
 from experiments.ray_cells import comparable, runtime_env
 from experiments.records.leaderboard import run_tier
+from experiments.speed.ray_backend import rate_ratio
 from placement_gym.results import ResultStore
 
 #: The default cells: HSDAG (seeded, a few CPU seconds a cell) on two models and two platforms.
@@ -137,12 +138,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 print(f"      differs: {line}")
     low, high = min(counts), max(counts)
     if high > low:
-        rate = {
-            n: sum(r["cells"] for r in results if r["workers"] == n)
-            / sum(r["seconds"] for r in results if r["workers"] == n)
-            for n in (low, high)
-        }
-        print(f"ratio {high} / {low} workers: {rate[high] / rate[low]:.2f}x cells per hour")
+        print(f"ratio {high} / {low} workers: {rate_ratio(results, 'cells', low, high):.2f}x cells per hour")
     if args.json:
         Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in results], indent=1))
     return results
