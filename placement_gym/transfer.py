@@ -27,6 +27,7 @@ from placement_gym import HELD_OUT_MODELS, HELD_OUT_PLATFORMS
 from placement_gym.errors import ConfigError, RecordError
 from placement_gym.protocol import HELD_OUT_TASKS, MASKED_TASKS, SEEDS, TRAIN_TASKS, Task
 from placement_gym.protocol import VERSION as V1
+from placement_gym.record_paths import portable_path
 
 #: Version of the transfer protocol, stored in every row run under it.
 VERSION = "transfer-v1"
@@ -153,7 +154,7 @@ def read_pretraining(path: str | Path) -> Pretraining:
         models=tuple(training.get("models", args.get("models", ()))),
         platforms=tuple(training.get("platforms", args.get("platforms", ()))),
         command=str(training.get("command", data.get("command", ""))),
-        source=str(path),
+        source=portable_path(path),
     )
 
 

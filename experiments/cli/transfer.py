@@ -37,6 +37,7 @@ import gymnasium as gym
 from experiments.cli.arguments import module_main
 from experiments.cli.parsers.transfer import METHODS, RESULTS, add_arguments
 from placement_gym.errors import ConfigError
+from placement_gym.record_paths import portable_path
 from placement_gym.results import ResultRow, ResultStore
 from placement_gym.transfer import (
     BUDGET,
@@ -237,9 +238,9 @@ def run_pretraining(method: str, out: Path, steps: int, seed: int = 0, kind: str
         wall_s=round(time.perf_counter() - wall0, 2),
         models=tuple(dict.fromkeys(t.model for t in TRAIN_TASKS)),
         platforms=tuple(dict.fromkeys(t.platform for t in TRAIN_TASKS)),
-        command=f"placement-gym transfer pretrain --method {method} --out {out} --steps {steps} --seed {seed}"
-        + (f" --env {kind}" if kind != "placement" else ""),
-        source=str(out / "pretraining.json"),
+        command=f"placement-gym transfer pretrain --method {method} --out {portable_path(out)} --steps {steps} "
+        f"--seed {seed}" + (f" --env {kind}" if kind != "placement" else ""),
+        source=f"{portable_path(out)}/pretraining.json",
         extra={"load_1min_at_start": round(load0, 2), "load_1min_at_end": round(os.getloadavg()[0], 2)},
     )
     check_pretraining(record)

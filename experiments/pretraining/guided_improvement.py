@@ -35,6 +35,7 @@ from placement_gym.benchmarks import load_benchmark
 from placement_gym.platforms import load_platform, resolve_memory
 from placement_gym.problem import PlacementProblem
 from placement_gym.protocol import check_trainable
+from placement_gym.record_paths import portable_args, portable_path
 from placement_gym.simulation.backend import SimulatedBackend
 from placement_gym.simulation.cost_model import CostModel
 
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         args.out,
         {
             "command": "python -m experiments.pretraining.guided_improvement "
-            + " ".join(sys.argv[1:] if argv is None else argv),
+            + " ".join(portable_args(sys.argv[1:] if argv is None else argv)),
             "tasks": [name for name, _ in problems] if args.rounds else [],  # --data: see their runs
             "evaluations": evaluations,
             "moves": moves,
@@ -320,7 +321,12 @@ def main(argv: list[str] | None = None) -> None:
             "loss": loss,
             "wall_seconds": round(wall, 1),
             "load_1min": round(os.getloadavg()[0], 2),
-            "args": vars(args),
+            "args": {
+                **vars(args),
+                "out": portable_path(args.out),
+                "data": [portable_path(d) for d in args.data],
+                "save_data": args.save_data and portable_path(args.save_data),
+            },
         },
     )
     print(f"saved {args.out}: {evaluations} evaluations, {wall:.0f} s, load {os.getloadavg()[0]:.2f}")

@@ -59,6 +59,7 @@ from experiments.pretraining.guided_improvement import task_problems
 from placement_gym.errors import PlacementError
 from placement_gym.problem import PlacementProblem
 from placement_gym.protocol import check_trainable
+from placement_gym.record_paths import portable_path
 from placement_gym.synthetic import op_cost_stats, random_benchmark
 from placement_gym.synthetic import KINDS as SYNTHETIC_KINDS
 from placement_gym.zoo import BENCHMARK_MODELS, PRETRAIN_MODELS
@@ -167,7 +168,7 @@ def training_command(args: argparse.Namespace) -> str:
             "epochs", "lr", "temperature", "noise", "ppo_steps", "chunk", "max_steps", "seed")  # fmt: skip
     parts: list[str] = []
     for key in keys:
-        value = getattr(args, key)
+        value = portable_path(args.out) if key == "out" else getattr(args, key)
         parts += [
             f"--{key.replace('_', '-')}",
             *(map(str, value) if isinstance(value, list) else [str(value)]),

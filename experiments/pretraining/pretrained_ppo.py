@@ -55,6 +55,7 @@ from placement_gym.errors import ConfigError
 from placement_gym.moves import move_sets
 from placement_gym.platforms import load_platform
 from placement_gym.problem import PlacementProblem
+from placement_gym.record_paths import portable_path
 from placement_gym.synthetic import (
     KINDS,
     op_cost_stats,
@@ -119,7 +120,7 @@ def make_envs(
 def training_command(progress: dict[str, Any], out: Path) -> str:
     """The command that trains the run of ``progress`` to where it is, every setting spelt out."""
     excluded = [m for m in BENCHMARK_MODELS if m not in progress["models"]]
-    args = ["--out", str(out), "--steps", str(progress["env_steps"])]
+    args = ["--out", portable_path(out), "--steps", str(progress["env_steps"])]
     args += ["--synthetic", str(progress["synthetic"]), "--moves", progress["moves"]]
     args += ["--platforms", *progress["platforms"]]
     args += ["--n-envs", str(progress["n_envs"]), "--chunk", str(progress["chunk"])]

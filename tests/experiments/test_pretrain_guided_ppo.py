@@ -11,6 +11,7 @@ from agents.sb3.guided_ppo import METHOD
 from agents.sb3.policy_file import read_transfer_policy
 from experiments.pretraining import guided_ppo as pretrain_guided_ppo
 from placement_gym.problem import PlacementProblem
+from tests.doc_checks import absolute_paths
 
 TINY = ["--models", "tiny_cnn", "--platforms", "cpu-igpu", "multi-accel", "--variants", "1", "--budget", "24",
         "--rounds", "2", "--epochs", "1", "--negatives", "32", "--hard", "8", "--chunk", "16", "--max-steps", "8",
@@ -32,6 +33,7 @@ def test_tiny_run_ships_three_stages(tmp_path, tiny_cnn):
         )
         saved = read_transfer_policy(folder, method=METHOD)
         assert saved.meta.training.command.startswith("python -m experiments.pretraining.guided_ppo")
+        assert not absolute_paths((folder / "meta.json").read_text())  # --out in tmp_path: <dir>/run
         assert saved.meta.training.models == ["tiny_cnn"]
         states[stage] = saved.policy_state
     key = "mlp_extractor.move_in.weight"

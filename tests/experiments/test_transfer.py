@@ -41,6 +41,7 @@ def test_a_users_pretrained_agent_enters_with_one_command_each(monkeypatch, tmp_
     record = transfer.run_pretraining("transfer_agent:pretrain", tmp_path / "policy", steps=60, seed=0)
     assert record.env_steps == 60 and record.cpu_s > 0 and record.models == ("tiny_cnn", "tiny_bert")
     assert read_pretraining(tmp_path / "policy" / "pretraining.json") == record
+    assert record.source == "<dir>/policy/pretraining.json" and "--out <dir>/policy " in record.command
     weights = json.loads((tmp_path / "policy" / "weights.json").read_text())
     assert set(weights) == {"2", "4"}  # one weight matrix per device count of the train tasks
 
