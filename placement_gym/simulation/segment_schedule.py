@@ -24,8 +24,14 @@ two segments do on their own devices, that undercounts what a placement costs
   between two segments of the same device costs what a boundary to another device costs from it (the
   mean over its links). A group's output read by several groups of one segment is one tensor.
 * **Order.** A device runs one segment at a time; of its ready segments, the one holding the
-  lowest-numbered group first (the executor's topological order). Contention between devices that share
-  hardware is charged as in :class:`~placement_gym.simulation.schedule.Schedule`, per segment.
+  lowest-numbered group first (the executor's topological order).
+* **Contention.** Devices that share hardware slow each other down while both run: a segment that starts
+  while another such device is busy runs ``contention x overlap`` longer, and so does the running one
+  (``overlap``: the shorter of the new segment's cost and the running one's remaining time). On two
+  devices this is processor sharing at ``1 / (1 + contention)`` of full speed each, so with contention 1
+  (two virtual CPUs on one core) no placement beats the sum of its segments' costs. Charging the
+  slowdown to the later segment alone, as the group schedule does, would let a short segment overlap a
+  long one almost for free.
 * Graph inputs and outputs are shared in memory with the host (the executor's tensors): no transfer.
   Memory is checked exactly as the group schedule does.
 """
@@ -229,7 +235,9 @@ def _simulate_segments(
             extra = 0.0
             for o in range(n_dev):
                 if o != d and running[o] >= 0 and contention[d, o] > 0.0 and busy_until[o] > now:
-                    extra += contention[d, o] * min(c, busy_until[o] - now)
+                    overlap = min(c, busy_until[o] - now)
+                    extra += contention[d, o] * overlap
+                    busy_until[o] += contention[o, d] * overlap  # the running segment slows down too
             running[d] = pick
             busy_until[d] = now + c + extra
         nxt = -1

@@ -77,6 +77,21 @@ def test_contention_is_charged_per_segment() -> None:
     assert sim.evaluate([0, 0, 1, 0]).latency == pytest.approx(8 * MS)
 
 
+def test_contention_slows_the_running_segment_too() -> None:
+    # a -> {b, c} -> d, free boundaries and invokes; b (d0, 4 ms) and c (d1, 1 ms) both ready at 1.
+    # Contention 1 (one shared core): they share it, c ends 1 + 2 = 3, b 1 + 4 + 1 = 6, d 6 -> 7: the
+    # sum of the work (7 ms), as on one device; charging c alone would let b end at 5 and give 6 ms.
+    graph = literal_graph(4, [(0, 1, 0), (0, 2, 0), (1, 3, 0), (2, 3, 0)])
+    plat = two_devices(latency=0.0, bandwidth=1e18, contention=1.0)
+    sim = simulator(graph, [1.0, 4.0, 1.0, 1.0], platform=plat, schedule="segments")
+    assert sim.evaluate([0, 0, 1, 0]).latency == pytest.approx(7 * MS)
+    assert sim.evaluate([0, 0, 0, 0]).latency == pytest.approx(7 * MS)
+    # contention 0.5: c ends 1 + 1 + 0.5 = 2.5, b 5 + 0.5 = 5.5, d 5.5 -> 6.5
+    half = simulator(graph, [1.0, 4.0, 1.0, 1.0], platform=two_devices(latency=0.0, bandwidth=1e18,
+                     contention=0.5), schedule="segments")  # fmt: skip
+    assert half.evaluate([0, 0, 1, 0]).latency == pytest.approx(6.5 * MS)
+
+
 def test_memory_is_checked_as_in_the_group_schedule() -> None:
     graph = literal_graph(2, [(0, 1, 10)], param_bytes=[600, 600])
     plat = two_devices(memory=1000)
