@@ -5,11 +5,16 @@ winner's curse: among many placements of about the same latency, the one that me
 The pick is therefore made on fresh measurements of a few candidates instead:
 
 * candidates (:func:`candidates`): the ``k`` placements of the fine-tune with the fastest single
-  measurement, the simulator's best always among them (it takes the last place if it is not);
+  measurement, the simulator's best and the all-on-host placement always among them (they take the last
+  places if they are not): a simulator that finds splits cheap on a machine where they are not (one core
+  shared by both virtual CPUs) must not leave the pick a choice of splits only;
 * re-measurement: ``rounds`` rounds of all candidates, drift-corrected against the all-on-host placement
   (:mod:`experiments.fidelity.rounds`), each candidate pooled over its rounds into a 95% interval;
 * pick (:func:`pick`): the simulator's best stays unless a candidate is faster with disjoint intervals;
-  of those, the one with the lowest median. The fine-tune has to show it found something better.
+  of those, the one with the lowest median. The fine-tune has to show it found something better. With
+  all-on-host re-measured too, the pick is never a placement whose interval lies wholly above the
+  all-on-host placement's: if all-on-host is clearly faster than the simulator's best, so is whatever is
+  picked instead, and none of those is clearly slower than it.
 """
 
 from __future__ import annotations
@@ -21,28 +26,36 @@ CANDIDATES = 4
 REMEASURE_ROUNDS = 4
 
 
-def candidates(evals: list[dict[str, Any]], sim_best: list[int], k: int) -> list[dict[str, Any]]:
-    """The ``k`` fastest placements of the fine-tune's ``fine_tune_eval`` rows, the simulator's best among them.
+def candidates(
+    evals: list[dict[str, Any]], sim_best: list[int], host: list[int], k: int
+) -> list[dict[str, Any]]:
+    """The ``k`` fastest placements of the fine-tune's ``fine_tune_eval`` rows, the simulator's best and
+    the all-on-host placement among them.
 
     Args:
         evals: One model's ``fine_tune_eval`` rows (``placement``, ``latency_ms``; None if infeasible).
         sim_best: The simulator's best placement.
-        k: Candidates wanted (>= 1).
+        host: The all-on-host placement.
+        k: Candidates wanted (>= 2: room for the simulator's best and all-on-host).
 
     Returns:
-        ``{"placement", "fine_tune_ms"}`` per candidate, fastest single measurement first, the simulator's
-        best last if it was not among the ``k`` fastest (its ``fine_tune_ms`` None if it was never
-        measured). Fewer than ``k`` if the fine-tune measured fewer feasible placements.
+        ``{"placement", "fine_tune_ms"}`` per candidate, fastest single measurement first, then the
+        simulator's best and all-on-host, in that order, if they were not among the fastest (their
+        ``fine_tune_ms`` None if never measured). Fewer than ``k`` if the fine-tune measured fewer
+        feasible placements than ``k`` minus those two.
     """
+    if k < 2:
+        raise ValueError(f"k must be >= 2 (the simulator's best and all-on-host), got {k}")
     best: dict[tuple[int, ...], float] = {}
     for r in evals:
         if r["latency_ms"] is not None:
             key = tuple(r["placement"])
             best[key] = min(best.get(key, float("inf")), float(r["latency_ms"]))
     ranked = sorted(best, key=lambda p: best[p])[:k]
-    sim = tuple(sim_best)
-    if sim not in ranked:
-        ranked = ranked[: k - 1] + [sim]
+    reserved = list(dict.fromkeys([tuple(sim_best), tuple(host)]))  # one entry if they are the same
+    missing = [p for p in reserved if p not in ranked]
+    ranked = [p for p in ranked if p not in reserved][: k - len(reserved)]
+    ranked = sorted(ranked + [p for p in reserved if p not in missing], key=lambda p: best[p]) + missing
     return [{"placement": list(p), "fine_tune_ms": best.get(p)} for p in ranked]
 
 

@@ -16,7 +16,8 @@ goes (a rerun resumes where the last one stopped):
    measured once. Each measured placement is written as a ``fine_tune_eval`` row as it comes;
    measurements are persisted in ``<out>.<model>.cache.jsonl``, so a restarted fine-tune replays them.
 3. ``remeasure`` and ``pick`` (:mod:`experiments.fidelity.remeasure`): the ``--candidates`` placements of
-   the fine-tune with the fastest single measurement, the simulator's best always among them, measured
+   the fine-tune with the fastest single measurement, the simulator's best and the all-on-host placement
+   always among them, measured
    again in ``--remeasure-rounds`` rotating rounds drift-corrected like the comparison (a ``remeasure``
    row each); the fine-tuned placement (the ``pick`` row) is the simulator's best unless a candidate
    re-measured faster with disjoint 95% intervals (then the fastest such).
@@ -272,14 +273,15 @@ def run_model(model: str, args: argparse.Namespace, out: Path) -> None:
                 f"{out}: {model} was compared with the fine-tune's pick by one measurement "
                 "(no re-measurement rows); give a new --out"
             )
-        cands = candidates(stage("fine_tune_eval"), sim["sim_best"], args.candidates)
+        host = [0] * len(sim["sim_best"])  # local's host is its device 0
+        cands = candidates(stage("fine_tune_eval"), sim["sim_best"], host, args.candidates)
         if any(
             r["candidate"] >= len(cands) or r["placement"] != cands[r["candidate"]]["placement"]
             for r in stage("remeasure")
         ):
             raise SystemExit(
-                f"{out}: {model}'s candidates were re-measured with another --candidates; "
-                "give the options of that run or a new --out"
+                f"{out}: {model}'s candidates were re-measured with another --candidates (or before "
+                "all-on-host was always among them); give the options of that run or a new --out"
             )
         done = {(r["round"], r["candidate"]) for r in stage("remeasure")}
         remeasure_stage(model, cands, args, done, log)
@@ -311,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidates",
         type=int,
         default=CANDIDATES,
-        help="placements of the fine-tune re-measured before the pick (>= 2)",
+        help="placements re-measured before the pick (>= 2: the simulator's best and all-on-host among them)",
     )
     parser.add_argument(
         "--remeasure-rounds",
@@ -340,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--rounds must be >= 1, got {args.rounds}")
     if args.candidates < 2:
         raise SystemExit(
-            f"--candidates must be >= 2 (the simulator's best and one of the fine-tune), "
+            f"--candidates must be >= 2 (the simulator's best and the all-on-host placement), "
             f"got {args.candidates}"
         )
     if args.remeasure_rounds < 1:

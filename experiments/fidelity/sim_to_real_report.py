@@ -166,6 +166,7 @@ def _pick_lines(
             name
             for name, yes in (
                 ("simulator's best", sim is not None and c["placement"] == sim["sim_best"]),
+                ("all on host", not any(c["placement"])),  # local's host is its device 0
                 ("picked", chosen is not None and chosen["index"] == i),
             )
             if yes

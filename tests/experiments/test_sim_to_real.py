@@ -197,7 +197,7 @@ def test_the_pick_is_made_on_the_remeasurement_not_the_lucky_single_measurement(
         r["placement"] == SIM_BEST for r in rows if r["stage"] == "compare" and r["kind"] == "fine_tuned"
     )
     text = (tmp_path / "s2r.md").read_text()
-    assert "| fake | 0 | 2 / 2 | 9.00 | 10.6" in text and "| simulator's best, picked |" in text
+    assert "| fake | 0 | 2 / 2 | 9.00 | 10.6" in text and "| simulator's best, all on host, picked |" in text
     assert "one measurement would have picked candidate 0" in text and "target met" in text
     assert "fake: re-measurement: 9 measurements, " in text and "s of wall time" in text
 
@@ -208,6 +208,21 @@ def test_a_candidate_clearly_faster_on_remeasurement_is_picked(tmp_path, fake_re
     rows = read_rows(tmp_path / "s2r.jsonl")
     assert next(r for r in rows if r["stage"] == "pick")["placement"] == LUCKY
     assert "the pick took candidate 0" in (tmp_path / "s2r.md").read_text()
+
+
+def test_all_on_host_is_remeasured_and_picked_when_the_simulators_best_split_is_clearly_slower(
+    tmp_path, fake_recipe, monkeypatch
+):
+    # the simulator's best is HEFT's split; all-on-host (SIM_BEST's placement here) is not among the 3
+    # fastest single measurements' room once the simulator's best takes a place, but is truly fastest
+    fake_recipe["truth"] = {**_truth(lucky=10.6), tuple(SIM_BEST): 8.0}
+    make_sim = sim_to_real.sim_stage
+    monkeypatch.setattr(sim_to_real, "sim_stage", lambda *a: {**make_sim(*a), "sim_best": HEFT})
+    sim_to_real.main([*FAKE, "--out", str(tmp_path / "s2r")])
+    chosen = next(r for r in read_rows(tmp_path / "s2r.jsonl") if r["stage"] == "pick")
+    assert [c["placement"] for c in chosen["candidates"]] == [LUCKY, SIM_BEST, HEFT]
+    assert chosen["placement"] == SIM_BEST and chosen["sim_index"] == 2
+    assert "| all on host, picked |" in (tmp_path / "s2r.md").read_text()
 
 
 def test_a_stopped_remeasurement_resumes(tmp_path, fake_recipe):
