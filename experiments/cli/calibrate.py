@@ -7,10 +7,11 @@ fingerprint, the OpenVINO version and the host load. The table says what validat
 ``reprofiled`` or ``rescaled`` with its factor). Profile on a quiet machine: the load is printed so a busy
 one shows.
 
-With ``--boundaries`` it also (re)measures what a segment boundary of the partitioned executor costs on
-this machine (:mod:`placement_gym.measured.boundary_costs`: chains of small layers cut into 1, 2, 4, 8
-segments; the slope per boundary), stored with the machine's fingerprint, and prints the figures beside
-the ``local`` platform's own. ``--boundaries-only`` skips the model profiles.
+With ``--boundaries`` it also (re)measures the ``local`` platform's figures on the cores this process may
+run on (copies, segment starts, how much its two virtual CPUs overlap) and what a segment boundary of the
+partitioned executor costs there (:mod:`placement_gym.measured.boundary_costs`: chains of small layers cut
+into 1, 2, 4, 8 segments; the slope per boundary), stored with the machine's fingerprint and the core set,
+and prints the figures beside the ``local`` platform's own. ``--boundaries-only`` skips the model profiles.
 
 Example:
     placement-gym calibrate --model resnet50 bert inception_v3 --boundaries
@@ -93,6 +94,8 @@ def run_from_args(args: argparse.Namespace) -> None:
         print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
     if args.boundaries or args.boundaries_only:
         from placement_gym.measured.boundary_costs import boundary_costs
-        from placement_gym.platforms import load_platform
+        from placement_gym.platforms.local import recalibrate
 
-        print(boundary_table(boundary_costs(load_platform("local"), force=True)))
+        platform = recalibrate()
+        print(f"local platform: {platform.description}; contention {platform.devices[0].contention:.2f}")
+        print(boundary_table(boundary_costs(platform)))

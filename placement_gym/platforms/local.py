@@ -231,9 +231,10 @@ def measure_local_figures() -> dict[str, float]:
     }
 
 
-def local_figures() -> dict[str, float]:
+def local_figures(force: bool = False) -> dict[str, float]:
     """:func:`measure_local_figures`, measured once per machine, OpenVINO version and core set (this
-    process's affinity, :func:`process_cores`) and cached on disk."""
+    process's affinity, :func:`process_cores`) and cached on disk (``force`` re-measures; a platform
+    built before in this process keeps the figures it was built with, see :func:`recalibrate`)."""
     import openvino as ov
 
     from placement_gym.cache import cached_entry
@@ -247,8 +248,19 @@ def local_figures() -> dict[str, float]:
         (directory / "figures.json").write_text(json.dumps(measure_local_figures(), indent=1))
         return {"cpu": name, "cpu_count": os.cpu_count(), "cores": list(cores), "openvino": ov.get_version()}
 
-    directory, _ = cached_entry("platform", key, write)
+    directory, _ = cached_entry("platform", key, write, force=force)
     return json.loads((directory / "figures.json").read_text())
+
+
+def recalibrate() -> Platform:
+    """Re-measure the ``local`` platform's figures and segment-boundary costs on this process's cores
+    (stored for the next processes too) and return the platform built from them."""
+    local_figures(force=True)
+    _local_platform.cache_clear()
+    platform = local_platform()
+    boundary_costs(platform, force=True)
+    _local_platform.cache_clear()
+    return local_platform()
 
 
 def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> list[Device]:

@@ -111,6 +111,10 @@ def test_local_platform_is_built_for_and_stored_under_its_cores(monkeypatch, tmp
         cores_now[0] = (0, 1)
         two = local.local_platform()
         assert local.local_platform() is two and measured == [(0,), (0, 1)]  # measured once per core set
+        speedups[(0, 1)] = 1.5  # calibrate --boundaries: measured again on the same cores
+        again = local.recalibrate()
+        assert measured == [(0,), (0, 1), (0, 1)] and local.local_platform() is again
+        assert [d.contention for d in again.devices] == pytest.approx([0.5, 0.5])
     finally:
         local._local_platform.cache_clear()
     assert one.cores == (0,) and two.cores == (0, 1)

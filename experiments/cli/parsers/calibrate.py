@@ -21,6 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--boundaries",
         action="store_true",
-        help="also re-measure the segment-boundary costs (local platform)",
+        help="also re-measure the local platform's figures and segment-boundary costs, on this process's cores",
     )
     parser.add_argument("--boundaries-only", action="store_true", help="only the segment-boundary costs")
