@@ -92,6 +92,21 @@ def test_contention_slows_the_running_segment_too() -> None:
     assert half.evaluate([0, 0, 1, 0]).latency == pytest.approx(6.5 * MS)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_with_contention_1_no_split_beats_one_device(seed: int) -> None:
+    """Two devices sharing one core (contention 1, identical costs): every placement of a random DAG
+    takes at least as long as all on one device, whatever runs in parallel."""
+    rng = np.random.default_rng(seed)
+    n = 8
+    edges = [(i, j, 0) for j in range(1, n) for i in range(j) if rng.random() < 0.3]
+    plat = two_devices(latency=0.0, bandwidth=1e18, contention=1.0)
+    sim = simulator(literal_graph(n, edges), list(rng.uniform(0.5, 4.0, n)), platform=plat,
+                    invoke=0.01 * MS, schedule="segments", cache_size=0)  # fmt: skip
+    placements = np.array([[(k >> g) & 1 for g in range(n)] for k in range(2**n)])
+    latencies = np.array([r.latency for r in sim.evaluate_batch(placements)])
+    assert latencies.min() >= latencies[0] * (1 - 1e-9) and latencies[0] == latencies[-1]
+
+
 def test_memory_is_checked_as_in_the_group_schedule() -> None:
     graph = literal_graph(2, [(0, 1, 10)], param_bytes=[600, 600])
     plat = two_devices(memory=1000)
