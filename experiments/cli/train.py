@@ -271,7 +271,7 @@ def make_env(
             platform = spec_kwargs.get("platform", "local")
             per = cores_per_worker or default_cores_per_worker(platform)
             if ray_address == "local":  # this machine: say now that it lacks cores, not after Ray's timeout
-                measuring_layout(platform, ray_workers, per)
+                measuring_layout(platform, ray_workers, per, count_option="--ray-workers")
             pool = {"pin_cpus": True, "cpus_per_worker": float(per)}
         env_kwargs = {
             **env_kwargs,

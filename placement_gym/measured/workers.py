@@ -39,11 +39,15 @@ def cores_per_device(platform: Any) -> int:
 
 
 def assign_cores(
-    workers: int, cores_per_worker: int, available: Sequence[int] | None = None
+    workers: int,
+    cores_per_worker: int,
+    available: Sequence[int] | None = None,
+    count_option: str = "--n-envs",
 ) -> list[tuple[int, ...]]:
     """Disjoint core sets, ``cores_per_worker`` cores each, for ``workers`` measuring workers, taken in
     order from ``available`` (default: this process's affinity set,
-    :func:`~placement_gym.platforms.machine.process_cores`).
+    :func:`~placement_gym.platforms.machine.process_cores`). ``count_option`` is the option that sets the
+    worker count, named in the error.
 
     Raises:
         ConfigError: If a count is below 1, or there are fewer cores than ``workers x cores_per_worker``
@@ -60,7 +64,9 @@ def assign_cores(
         if 1 <= fit < cores_per_worker:
             options.append(f"--cores-per-worker {fit} (a different platform, built on {_count(fit, 'core')})")
         if len(cores) >= cores_per_worker:
-            options.append(f"--n-envs {len(cores) // cores_per_worker}")
+            options.append(f"{count_option} {len(cores) // cores_per_worker}")
+        elif count_option == "--n-envs":
+            options.append("--n-envs 1 (one process, measuring on the cores it has)")
         options.append(f"a machine with {need} cores")
         raise ConfigError(
             f"{_count(workers, 'measuring worker')} of {_count(cores_per_worker, 'core')}"
@@ -102,6 +108,7 @@ def measuring_layout(
     workers: int,
     cores_per_worker: int | None = None,
     available: Sequence[int] | None = None,
+    count_option: str = "--n-envs",
 ) -> list[tuple[int, ...]]:
     """The core sets of ``workers`` processes that measure on ``platform``: :func:`assign_cores` with
     ``cores_per_worker`` cores each (default: :func:`default_cores_per_worker`).
@@ -111,7 +118,8 @@ def measuring_layout(
             the ``local`` platform's GPU or NPU.
     """
     default = default_cores_per_worker(platform, workers)
-    return assign_cores(workers, default if cores_per_worker is None else cores_per_worker, available)
+    per = default if cores_per_worker is None else cores_per_worker
+    return assign_cores(workers, per, available, count_option)
 
 
 def pin_process(cores: Sequence[int]) -> None:

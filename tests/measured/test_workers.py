@@ -36,12 +36,21 @@ def test_assign_cores_gives_disjoint_sets_in_order():
         ),
         ((3, 1, [0, 1]), "need 3 cores, but this process may run on 2 (cores 0,1): use --n-envs 2, or"),
         ((1, 2, [7]), "1 measuring worker of 2 cores needs 2 cores, but this process may run on 1 (cores 7)"),
+        (
+            (2, 2, [7]),
+            "may run on 1 (cores 7): use --n-envs 1 (one process, measuring on the cores it has), or",
+        ),
     ],
 )
 def test_too_few_cores_is_one_line_with_the_numbers(args, message):
     with pytest.raises(ConfigError) as info:
         assign_cores(*args)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_error_names_the_option_that_sets_the_worker_count():
+    with pytest.raises(ConfigError, match="or --ray-workers 1, or a machine with 4 cores"):
+        assign_cores(2, 2, [0, 1, 2], count_option="--ray-workers")
 
 
 def test_assign_cores_refuses_bad_counts():
