@@ -79,6 +79,14 @@ class Benchmark:
         return self._model
 
     @property
+    def ir_weights(self) -> Path | None:
+        """The IR weights file (``.bin``) the model's constants are read from; None for an ONNX file or an
+        in-memory model."""
+        if isinstance(self.source, (str, Path)) and Path(self.source).suffix == ".xml":
+            return Path(self.source).with_suffix(".bin")
+        return None
+
+    @property
     def content_sha256(self) -> str:
         """SHA-256 of the model's content, which every cached result of this model is keyed by: the model
         file's (``.xml`` + ``.bin``, or ``.onnx``), the cached IR ``.xml``'s for a zoo model (the cache

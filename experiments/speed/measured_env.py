@@ -8,7 +8,8 @@ One process per figure, so each make is a fresh start:
   placements; per step its wall time, the latency, its relative 95% interval and the load average; at the
   end the peak RSS of the process (``ru_maxrss``).
 
-``--executor`` passes ``backend_kwargs={"executor": ...}`` (default: the env's own). Rows are appended to
+``--executor`` and ``--max-blob-bytes`` pass ``backend_kwargs`` ``executor`` and ``max_blob_bytes`` (default:
+the env's own). Rows are appended to
 ``--out`` (JSON lines) as they come, so a long run can be read while it runs.
 
 Usage:
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--executor", default=None)
+    parser.add_argument("--max-blob-bytes", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -63,7 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     import placement_gym  # noqa: F401  (registers the IDs)
 
     imports = time.perf_counter() - start
-    kwargs = {"backend_kwargs": {"executor": args.executor}} if args.executor else {}
+    settings = {"executor": args.executor, "max_blob_bytes": args.max_blob_bytes}
+    backend_kwargs = {k: v for k, v in settings.items() if v is not None}
+    kwargs = {"backend_kwargs": backend_kwargs} if backend_kwargs else {}
     start = time.perf_counter()
     env = gym.make(args.env, **kwargs)
     emit({"figure": "make", "seconds": time.perf_counter() - start, "imports_s": imports})

@@ -4,6 +4,8 @@
 * :mod:`.executor`: the contract of the things that run a placement;
 * :mod:`.dataflow`: the project's executor (one compiled model per same-device segment, run as a dataflow graph);
 * :mod:`.segments`: split an op placement into same-device segments and build each as an ``ov.Model``;
+* :mod:`.compiling`: compile (or import) a placement's new segments, several at once on several CPUs;
+  :mod:`.blobs`: the weightless blobs segments compiled once are imported from;
 * :mod:`.hetero`: OpenVINO's HETERO plugin with per-op ``affinity``;
 * :mod:`.timing`: the timing protocol (adaptive, drift-corrected), :mod:`.stats`: the median and its
   confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile;

@@ -111,6 +111,16 @@ class MeasuredBackend(LatencyBackend):
         max_piece_bytes: Piecewise executor: bound on the estimated bytes of the kept pieces (weights plus
             written tensors; default 2 GiB).
         run_timeout: Seconds after which one inference counts as hung (infeasible, not cached).
+        compile_threads: Partitioned executor: threads that compile a placement's new segments at once
+            (default: the CPUs this process may run on; see
+            :class:`~placement_gym.measured.dataflow.PartitionedExecutor`). It changes how long preparing a
+            placement takes, not what is compiled or measured, so results do not record it.
+        max_blob_bytes: Partitioned executor, models read from an IR file: bound on the bytes of the kept
+            weightless blobs of compiled segments, from which a segment evicted from the compiled-segment
+            cache is imported instead of compiled again (:mod:`~placement_gym.measured.blobs`, e.g.
+            :data:`~placement_gym.measured.blobs.MAX_BLOB_BYTES`). Default 0: no blobs, every such segment
+            is compiled again (imported segments raise the process's RSS, see the module). Imported and
+            compiled segments are the same compiled model, so results do not record it either.
 
     Raises:
         UnknownNameError: For an unknown ``executor``.
@@ -143,6 +153,8 @@ class MeasuredBackend(LatencyBackend):
         max_pieces: int | None = None,
         max_piece_bytes: int = MAX_PIECE_BYTES,
         run_timeout: float = 600.0,
+        compile_threads: int | None = None,
+        max_blob_bytes: int = 0,
     ) -> None:
         super().__init__(benchmark, graph, platform)
         if executor not in EXECUTORS:
@@ -169,6 +181,9 @@ class MeasuredBackend(LatencyBackend):
         if max_pieces is not None:
             _check_int("max_pieces", max_pieces, 1)
         _check_int("max_piece_bytes", max_piece_bytes, 1)
+        if compile_threads is not None:
+            _check_int("compile_threads", compile_threads, 1)
+        _check_int("max_blob_bytes", max_blob_bytes, 0)
         _check_seconds("time_budget", time_budget)
         _check_seconds("run_timeout", run_timeout)
         check_cache_path(cache_path)  # before the expensive work below
@@ -220,6 +235,9 @@ class MeasuredBackend(LatencyBackend):
                 run_timeout=float(run_timeout),
                 driver=driver,
                 cores=worker_cores(platform) if driver == "threads" else None,
+                compile_threads=compile_threads,
+                weights=benchmark.ir_weights,
+                max_blob_bytes=max_blob_bytes,
             )
         self.config = self._config(executor)
         if executor == "pieces" or driver != "queue":  # absent: the queue driver (older caches)

@@ -16,7 +16,10 @@ Compiled segments are cached, keyed by op set and device configuration (devices 
 such as the ``local`` platform's two virtual CPUs, share them), up to a bound in estimated bytes and/or
 ops with size-aware eviction (GreedyDual-Size, see :meth:`PartitionedExecutor._make_room`), so similar
 placements recompile only the segments that changed and the short segments that recur across random
-placements are compiled once. A segment that failed to compile is remembered.
+placements are compiled once. A segment that failed to compile is remembered. A placement's new segments
+are compiled on several threads when the process may run on several CPUs, and a segment compiled before
+is imported from its weightless blob instead of compiled again
+(:class:`~placement_gym.measured.compiling.SegmentCompiler`).
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import openvino as ov
 
 from placement_gym.errors import UnknownNameError
 from placement_gym.graph import CompGraph
+from placement_gym.measured.blobs import MAX_BLOB_BYTES, SegmentBlobs
+from placement_gym.measured.compiling import SegmentCompiler, default_compile_threads
 from placement_gym.measured.executor import MAX_FAILED, ExecutionFailure, Executor, first_line, timed_infer
 from placement_gym.measured.segments import Key, ModelIndex, Segment, param_key, split_segments
 from placement_gym.platforms.devices import Platform
@@ -274,6 +280,14 @@ class PartitionedExecutor(Executor):
             no handoff along a same-device chain, one to another device's reader).
         cores: ``"threads"`` driver: the CPU each device's worker is pinned to (device index -> CPU id);
             devices not in it are not pinned.
+        compile_threads: Threads that compile a placement's new segments at once (each segment is still
+            one ``compile_model`` of its own model and configuration); None:
+            :func:`~placement_gym.measured.compiling.default_compile_threads`, the CPUs this process may run
+            on. 1 compiles them one after the other.
+        weights: The IR weights file (``.bin``) the model was read from, or None. With it, every compiled
+            segment is exported as a weightless blob (:mod:`~placement_gym.measured.blobs`) and imported
+            from it when it is needed again after eviction, instead of compiled again.
+        max_blob_bytes: Bound on the kept blobs' bytes (0: none kept).
     """
 
     name = "partitioned"
@@ -291,6 +305,9 @@ class PartitionedExecutor(Executor):
         run_timeout: float = 600.0,
         driver: str = "queue",
         cores: dict[int, int] | None = None,
+        compile_threads: int | None = None,
+        weights: str | Path | None = None,
+        max_blob_bytes: int = MAX_BLOB_BYTES,
     ) -> None:
         if driver not in DRIVERS:
             raise UnknownNameError("driver", driver, DRIVERS)
@@ -301,7 +318,10 @@ class PartitionedExecutor(Executor):
         self.graph = graph
         self.platform = platform
         self.classes = device_classes(platform)
-        self.core = core
+        blobs = SegmentBlobs(weights, max_blob_bytes) if weights is not None and max_blob_bytes > 0 else None
+        threads = default_compile_threads() if compile_threads is None else compile_threads
+        #: Compiles (or imports) a placement's new segments.
+        self.compiler = SegmentCompiler(core, platform, self.index, threads=threads, blobs=blobs)
         self.max_compiled_ops = max_compiled_ops
         self.max_compiled_bytes = max_compiled_bytes
         self._weight_bytes = np.asarray(graph.nodes["param_bytes"], dtype=np.int64)
@@ -312,7 +332,8 @@ class PartitionedExecutor(Executor):
         self._inflation = 0.0
         #: Estimated bytes of the kept compiled segments (:meth:`estimate`).
         self.compiled_bytes = 0
-        #: Segments looked up by :meth:`prepare` (``lookups``) and how many were compiled (``compiled``).
+        #: Segments looked up by :meth:`prepare` (``lookups``) and how many were not in the cache
+        #: (``compiled``: compiled or imported, see :attr:`SegmentCompiler.stats`).
         self.stats = {"lookups": 0, "compiled": 0}
         self.run_timeout = run_timeout
         self._tensors: dict[Key, ov.Tensor] = {}
@@ -324,6 +345,15 @@ class PartitionedExecutor(Executor):
         self._failed: OrderedDict[tuple[int, bytes], str] = OrderedDict()  # at most MAX_FAILED
         self._plans: OrderedDict[bytes, list[Segment]] = OrderedDict()
         self._done: queue.SimpleQueue = queue.SimpleQueue()
+
+    @property
+    def core(self) -> ov.Core:
+        """The OpenVINO core segments are compiled with."""
+        return self.compiler.core
+
+    @core.setter
+    def core(self, core: ov.Core) -> None:
+        self.compiler.core = core
 
     # ------------------------------------------------------------------ preparing
     def segments(self, op_device: np.ndarray) -> list[Segment]:
@@ -353,9 +383,24 @@ class PartitionedExecutor(Executor):
         self.stats["lookups"] += len(shared)
         self.stats["compiled"] += len(new)
         self._make_room(sum(self.estimate(s) for s in new), keep={s.cache_key for s in shared})
-        models = dict(zip((s.cache_key for s in new), self.index.build_many(new)))
-        parts = [self._compile(s, models.pop(s.cache_key, None)) for s in shared]
+        done = self.compiler.compile(new)
+        for s in new:
+            if isinstance(done[s.cache_key], Exception):
+                self._fail(s, done[s.cache_key])
+        parts = [self._compile(s, done.get(s.cache_key)) for s in shared]
         return self._plan(parts, [s.device for s in segments])
+
+    def _fail(self, segment: Segment, exc: Exception) -> ExecutionFailure:
+        """Remember that ``segment`` failed to compile with ``exc``; returns the (cacheable) failure."""
+        device = self.platform.devices[segment.device]
+        reason = (
+            f"compiling a segment of {len(segment.ops)} ops on {device.name} ({device.ov_device}) "
+            f"failed: {first_line(exc)}"
+        )
+        self._failed[segment.cache_key] = reason
+        if len(self._failed) > MAX_FAILED:
+            self._failed.popitem(last=False)
+        return ExecutionFailure(reason, cacheable=True)
 
     def estimate(self, segment: Segment) -> int:
         """Estimated bytes a compiled, wired segment holds: the weights its ops read, the tensors they
@@ -375,9 +420,9 @@ class PartitionedExecutor(Executor):
         self._evict()
         return Plan(parts, deps, users, devices)
 
-    def _compile(self, segment: Segment, model: ov.Model | None = None) -> _Compiled:
-        """The compiled, wired ``segment`` from the cache, or compiled now (from ``model``, its built model,
-        if given)."""
+    def _compile(self, segment: Segment, compiled: ov.CompiledModel | Exception | None = None) -> _Compiled:
+        """The compiled, wired ``segment`` from the cache, or wired from ``compiled`` (made by
+        :attr:`compiler`), or compiled now."""
         key = segment.cache_key
         hit = self._compiled.get(key)
         if hit is not None:
@@ -386,19 +431,10 @@ class PartitionedExecutor(Executor):
         device = self.platform.devices[segment.device]
         if key in self._failed:
             raise ExecutionFailure(self._failed[key], cacheable=True)
-        try:
-            if model is None:
-                model = self.index.build(segment)
-            compiled = self.core.compile_model(model, device.ov_device, device.compile_config())
-        except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long messages
-            reason = (
-                f"compiling a segment of {len(segment.ops)} ops on {device.name} ({device.ov_device}) "
-                f"failed: {first_line(exc)}"
-            )
-            self._failed[key] = reason
-            if len(self._failed) > MAX_FAILED:
-                self._failed.popitem(last=False)
-            raise ExecutionFailure(reason, cacheable=True) from exc
+        if compiled is None:
+            compiled = self.compiler.compile([segment])[key]
+        if isinstance(compiled, Exception):
+            raise self._fail(segment, compiled) from compiled
         request = compiled.create_infer_request()
         try:
             for i, k in enumerate(segment.inputs):
@@ -460,6 +496,12 @@ class PartitionedExecutor(Executor):
         self.compiled_bytes -= self._sizes.pop(key)
         del self._priority[key]
         return entry
+
+    def clear_compiled(self) -> None:
+        """Drop every compiled segment from the cache (plans in use keep theirs; blobs are kept, so the
+        segments are imported, not compiled, when needed again)."""
+        for key in list(self._compiled):
+            self._drop(key)
 
     @property
     def num_compiled(self) -> int:

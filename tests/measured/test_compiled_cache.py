@@ -1,9 +1,11 @@
 """Tests of the partitioned executor's compiled-segment cache: identically configured devices share compiled
 segments, the cache stays within its bounds in ops and estimated bytes, evicted segments are recompiled
-with the outputs still identical to the unpartitioned model's, and segments built from one clone are the
-models built from a clone each."""
+with the outputs still identical to the unpartitioned model's, segments built from one clone are the
+models built from a clone each, and segments compiled on several threads are the ones compiled on one."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import openvino as ov
@@ -149,3 +151,51 @@ def test_remembered_compile_failures_are_bounded(tiny_cnn, executor, monkeypatch
         assert not backend.evaluate(placement).feasible
         assert len(backend.executor._failed) <= 2
     backend.close()
+
+
+class _ThreadWatch:
+    """An ``ov.Core`` that records the thread of every ``compile_model`` (everything else passes through)."""
+
+    def __init__(self, core):
+        self._core, self.threads = core, []
+
+    def compile_model(self, *args, **kwargs):
+        self.threads.append(threading.current_thread().name)
+        return self._core.compile_model(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+
+def test_segments_compiled_on_threads_compute_the_unpartitioned_outputs(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    placements = _random_placements(graph, 4, seed=13)
+    kept = {}
+    for threads in (1, 3):
+        backend = MeasuredBackend(tiny_bert, graph, platform, compile_threads=threads)
+        watch = backend.executor.core = _ThreadWatch(backend.executor.core)
+        _assert_same_outputs(backend, placements, _reference(tiny_bert))
+        on_threads = [name.startswith("compile") for name in watch.threads]
+        assert any(on_threads) if threads > 1 else not any(on_threads)  # one new segment: no thread
+        kept[threads] = {key: p.segment for key, p in backend.executor._compiled.items()}
+        assert backend.executor.compiled_bytes == sum(backend.executor.estimate(s) for s in kept[threads].values())
+        backend.close()
+    assert kept[1] == kept[3]  # the same segments compiled, kept and wired to the same tensors
+
+
+def test_a_segment_that_fails_on_a_compile_thread_is_remembered(tiny_cnn):
+    graph = tiny_cnn.coarsen("ops")
+    broken = _device("bad", INFERENCE_NUM_THREADS="abc")
+    backend = MeasuredBackend(tiny_cnn, graph, _platform(broken, _device("cpu1")), compile_threads=2, cache_size=0)
+    placement = np.ones(graph.num_groups, np.int64)
+    placement[graph.num_groups // 2 :] = 0  # several segments, the later ones on the broken device
+    result = backend.evaluate(placement)
+    assert not result.feasible and "compiling a segment" in result.reason
+    assert backend.executor._failed and backend.evaluate(placement).reason == result.reason
+    assert backend.evaluate(np.ones(graph.num_groups, np.int64)).feasible
+    backend.close()
+
+
+def test_compile_threads_are_checked(tiny_cnn, platform):
+    with pytest.raises(BackendError, match="compile_threads"):
+        MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, compile_threads=0)
