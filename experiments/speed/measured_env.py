@@ -5,8 +5,9 @@ One process per figure, so each make is a fresh start:
 * ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``--cache DIR``: the cache root to use;
   an empty one gives the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
 * ``steps``: ``--steps N`` one-shot episodes (``reset`` + ``step``) with uniformly random, never-seen
-  placements; per step its wall time, the latency, its relative 95% interval and the load average; at the
-  end the peak RSS of the process (``ru_maxrss``).
+  placements; per step its wall time, the latency, its relative 95% interval, the load average, the peak
+  RSS so far and the proportional set size now (``pss_mb``: shared pages, such as one file mapped several
+  times, counted once; Linux); at the end the peak RSS of the process (``ru_maxrss``).
 
 ``--executor`` and ``--max-blob-bytes`` pass ``backend_kwargs`` ``executor`` and ``max_blob_bytes`` (default:
 the env's own). Rows are appended to
@@ -25,6 +26,18 @@ import resource
 import time
 from collections.abc import Iterator
 from typing import Any
+
+
+def _pss_mb() -> float | None:
+    """This process's proportional set size in MB, or None where ``/proc/self/smaps_rollup`` is missing."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def unseen_actions(nvec: Any, rng: Any, count: int) -> Iterator[Any]:
@@ -85,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                 "latency": info.get("latency"),
                 "rel_ci": info.get("latency_rel_ci"),
                 "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "pss_mb": _pss_mb(),
             }
         )
     emit({"figure": "peak_rss", "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
