@@ -53,10 +53,12 @@ Targets (issue #13): self-agreement >= 0.95 overall and >= 0.85 on blocks; simul
 ``--runs N`` repeats the whole comparison N times (``--gap`` seconds apart) and compares them;
 ``--compare A.json B.json ...`` compares runs made earlier (agree: Spearman within 0.03, MAPE within 3
 points; judged on the level-scaled and on the relative MAPE). ``--rescore A.json`` recomputes a stored
-run's figures from its rows without measuring (with ``--schedule groups|segments``, re-simulated with that
-schedule and this machine's ``local`` platform figures; with ``--costs F.json``, with the
-segment-boundary figures fitted by :mod:`experiments.fidelity.residuals`). Results: ``<out>.json`` (replayable
-rows: placement, every replicate, CI, load, versions) and ``<out>.md``.
+run's figures from its rows without measuring them again (with ``--schedule groups|segments``, re-simulated
+with that schedule, this machine's per-layer profiles and its ``local`` platform figures for the process's
+cores; with ``--costs F.json``, with the segment-boundary figures fitted by
+:mod:`experiments.fidelity.residuals`). Re-simulating needs each model's profile: one not stored yet is
+profiled first, a measurement (``placement-gym calibrate --model ...`` on a quiet machine beforehand).
+Results: ``<out>.json`` (replayable rows: placement, every replicate, CI, load, versions) and ``<out>.md``.
 
 Example:
     python -m experiments.fidelity.sim_vs_measured --models resnet50 bert inception_v3 --out results/sim_vs_measured
@@ -285,7 +287,8 @@ def rescore(
             (stored profiles, not re-timed).
         schedule: ``"groups"`` or ``"segments"``: re-simulate every placement with this schedule (and
             ``costs``, else the ``local`` platform's figures on this machine: what the simulator gives
-            today). With neither, the stored simulated latencies are kept.
+            today). With neither, the stored simulated latencies are kept. Re-simulating uses each model's
+            stored per-layer profile and profiles a model that has none (a measurement).
 
     Returns:
         The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how.
