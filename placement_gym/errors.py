@@ -94,6 +94,12 @@ class CacheError(PlacementGymError):
     """The on-disk cache cannot be used (a file where a directory belongs, a lock path that is a folder)."""
 
 
+class BusyHostError(PlacementGymError):
+    """Other processes took more than the allowed share of the cores a calibration ran on, in every attempt,
+    so its figures were not stored (:mod:`placement_gym.platforms.quiet`; rerun on a quiet machine or
+    accept them with ``--allow-busy``)."""
+
+
 class LockError(CacheError):
     """A lock file or lock folder cannot be used safely (a link, not private, owned by another user)."""
 

@@ -1,0 +1,147 @@
+"""How busy the host was while a calibration ran (placement_gym.platforms.quiet): read, judged, recorded
+with the stored figures, and refused when busy unless accepted. The CPU accounts are simulated: no test
+here times anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement_gym.errors import BusyHostError
+from placement_gym.platforms import quiet
+from placement_gym.platforms.quiet import CpuSample, assess, measure_quietly, read_cpu_sample
+
+CORES = (0, 1)
+
+
+class FakeAccounts:
+    """A reader of simulated CPU accounts: every reading is 2 s after the previous one, in which other
+    processes kept ``share`` of each core busy and this process used ``own`` seconds of CPU on top."""
+
+    def __init__(self, share: float, own: float = 0.0, hz: int = 100):
+        self.share, self.own, self.hz, self.readings = share, own, hz, 0
+        self._busy = {c: 0.0 for c in CORES}
+        self._own = 0.0
+
+    def __call__(self, cores: tuple[int, ...]) -> CpuSample:
+        assert tuple(cores) == CORES
+        self.readings += 1
+        k = self.readings
+        for c in cores:  # this process's own time goes to core 0
+            self._busy[c] += 2 * self.hz * self.share + (self.own * self.hz if c == 0 else 0)
+        self._own += self.own
+        ticks = {c: (round(self._busy[c]), 2 * self.hz * k) for c in cores}
+        return CpuSample(ticks=ticks, own=self._own, load=4.0 * self.share, wall=2.0 * k)
+
+
+@pytest.fixture
+def accounts(monkeypatch):
+    """The simulated accounts every calibration reads (quiet to begin with), the guard on, no pauses."""
+    fake = FakeAccounts(share=0.02)
+    monkeypatch.setattr(quiet, "read_cpu_sample", fake)
+    monkeypatch.setattr(quiet, "RETRY_PAUSE", 0.0)
+    monkeypatch.setattr(quiet, "_noted", set())
+    monkeypatch.delenv(quiet.ALLOW_BUSY_ENV_VAR, raising=False)
+    return fake
+
+
+# ---------------------------------------------------------------- reading and judging
+
+
+def test_proc_stat_counts_steal_as_busy_and_iowait_as_idle(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text(
+        "cpu  300 10 40 1600 20 2 4 60 14 0\n"
+        "cpu0 100 5 20 800 10 1 2 30 7 0\n"  # guest (7) is inside user already
+        "cpu1 200 5 20 800 10 1 2 30 7 0\n"
+        "intr 12345\n"
+    )
+    sample = read_cpu_sample((0, 1), stat)
+    assert sample.ticks == {0: (158, 968), 1: (258, 1068)}
+    assert sample.own >= 0 and sample.wall > 0
+    assert read_cpu_sample((0, 2), stat) is None  # a core it does not list
+    assert read_cpu_sample((0,), tmp_path / "missing") is None  # no /proc/stat: not Linux
+
+
+def test_others_share_is_busy_time_minus_this_process_own():
+    before = CpuSample({0: (0, 0), 1: (0, 0)}, own=0.0, load=0.5, wall=0.0)
+    # 2 s on two cores at 100 ticks/s: core 0 busy 190 ticks of which 180 are this process's, core 1 10
+    quiet_after = CpuSample({0: (190, 200), 1: (10, 200)}, own=1.8, load=0.6, wall=2.0)
+    record = assess(before, quiet_after, CORES, hz=100)
+    assert record["status"] == "quiet" and record["others_share"] == pytest.approx(0.05)
+    assert record["core_busy"] == {"0": 0.95, "1": 0.05} and record["seconds"] == 2.0
+    assert (record["load_before"], record["load_after"]) == (0.5, 0.6)
+    # another program kept core 1 busy throughout: half of the two cores' time
+    busy_after = CpuSample({0: (190, 200), 1: (200, 200)}, own=1.8, load=1.6, wall=2.0)
+    record = assess(before, busy_after, CORES, hz=100)
+    assert record["status"] == "busy" and record["others_share"] == pytest.approx(0.525)
+    # own time accounted a little above the cores' busy time: never a negative share
+    assert assess(before, CpuSample({0: (170, 200), 1: (0, 200)}, 1.8, 0.5, 2.0), CORES, hz=100)[
+        "others_share"
+    ] == 0.0
+
+
+def test_what_cannot_be_judged_is_unknown():
+    before = CpuSample({0: (0, 0), 1: (0, 0)}, own=0.0, load=0.5, wall=0.0)
+    short = CpuSample({0: (10, 10), 1: (10, 10)}, own=0.0, load=0.5, wall=0.1)  # 0.1 s: too few ticks
+    record = assess(before, short, CORES, hz=100)
+    assert record["status"] == "unknown" and record["others_share"] is None and "too short" in record["reason"]
+    record = assess(None, None, CORES)
+    assert record["status"] == "unknown" and "/proc/stat" in record["reason"]
+
+
+# ---------------------------------------------------------------- retrying, refusing, accepting
+
+
+def test_a_busy_calibration_is_retried_then_refused_in_one_line():
+    calls, pauses = [], []
+    with pytest.raises(BusyHostError) as info:
+        measure_quietly(
+            lambda: calls.append(1) or {"copy_bandwidth": 1.15e9},
+            "the copies",
+            allow_busy=False,
+            cores=CORES,
+            reader=FakeAccounts(share=0.85),
+            pause=7.0,
+            sleep=pauses.append,
+        )
+    assert len(calls) == quiet.CALIBRATION_ATTEMPTS == 3 and pauses == [7.0, 7.0]
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the host was busy while measuring the copies: other processes used at least 85% of cores 0,1 "
+        "in each of 3 attempts (load average 3.40), so nothing was stored"
+    )
+    assert "rerun on a quiet machine" in message and "--allow-busy" in message
+    assert "PLACEMENT_GYM_ALLOW_BUSY=1" in message
+
+
+def test_a_quiet_retry_is_kept():
+    busy, calm = FakeAccounts(0.9), FakeAccounts(0.02)
+    samples = [busy(CORES), busy(CORES), calm(CORES), calm(CORES)]  # the first attempt busy, the second quiet
+    results = iter(["busy figures", "quiet figures"])
+    figures, record = measure_quietly(
+        lambda: next(results), "x", cores=CORES, reader=lambda cores: samples.pop(0), sleep=lambda s: None
+    )
+    assert figures == "quiet figures" and samples == []
+    assert record["status"] == "quiet" and record["attempts"] == 2 and not record["accepted_busy"]
+
+
+def test_accepting_a_busy_host_is_explicit_and_recorded(monkeypatch):
+    def run(**kwargs):
+        return measure_quietly(
+            lambda: "figures", "x", cores=CORES, reader=FakeAccounts(0.6), sleep=lambda s: None, **kwargs
+        )
+
+    figures, record = run(allow_busy=True)
+    assert figures == "figures"
+    assert record["status"] == "busy" and record["accepted_busy"] and record["attempts"] == 3
+    assert record["others_share"] == pytest.approx(0.6)
+    monkeypatch.setenv(quiet.ALLOW_BUSY_ENV_VAR, "1")  # where no argument reaches (gym.make)
+    assert run()[1]["accepted_busy"]
+    with quiet.accept_busy(False), pytest.raises(BusyHostError):  # the command line's choice wins
+        run()
+    monkeypatch.setenv(quiet.ALLOW_BUSY_ENV_VAR, "0")
+    with pytest.raises(BusyHostError):
+        run()
+    with quiet.accept_busy():
+        assert run()[1]["accepted_busy"]
