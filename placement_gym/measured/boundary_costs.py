@@ -15,7 +15,8 @@ is what one boundary costs. Three chains separate the fixed cost from the per-by
 
 ``bytes / (slope - fixed slope)`` is then the boundary bandwidth of each layout. Results are stored with
 the machine's fingerprint, the OpenVINO version and the process's core set (``<cache>/platform/boundaries-...``) by
-``placement-gym calibrate --boundaries``.
+``placement-gym calibrate --boundaries``, with how busy the host was while they were measured (costs
+measured on a busy host are not stored unless accepted, :mod:`placement_gym.platforms.quiet`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
+from placement_gym.platforms import quiet
 from placement_gym.platforms.devices import Platform
 from placement_gym.platforms.machine import cores_key, machine_fingerprint, process_cores
 
 #: Version of the measurement below (bump when it changes).
 BOUNDARY_VERSION = 1
+#: What :func:`measure_boundary_costs` measures, in messages.
+WHAT = "the segment-boundary costs of the local platform"
 #: Chain kinds: activation shape and layer type.
 CHAINS: dict[str, tuple[tuple[int, ...], str]] = {
     "tiny": ((1, 16), "matmul"),
@@ -174,23 +178,60 @@ def measure_boundary_costs(
     }
 
 
-def boundary_costs(platform: Platform, force: bool = False) -> dict[str, Any]:
+def boundaries_key(cores: tuple[int, ...]) -> str:
+    """The cache key (kind ``platform``) of the boundary costs of this machine and OpenVINO version on
+    ``cores``."""
+    import openvino as ov
+
+    digest = hashlib.sha256(json.dumps(machine_fingerprint(), sort_keys=True).encode()).hexdigest()[:12]
+    return f"boundaries-v{BOUNDARY_VERSION}-{digest}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
+
+
+def boundary_costs_entry(
+    platform: Platform, force: bool = False, allow_busy: bool | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`measure_boundary_costs` (on ``platform``, the ``local`` one), stored once per machine
     fingerprint, OpenVINO version and core set of this process (a boundary between two threads on one
-    core is not one between two cores; ``force`` re-measures)."""
+    core is not one between two cores; ``force`` re-measures), with how busy the host was while they were
+    measured (:mod:`placement_gym.platforms.quiet`: costs measured on a busy host are not stored unless
+    ``allow_busy``).
+
+    Returns:
+        ``(record, activity)``: the measurement's record and its host-activity record
+        (:func:`~placement_gym.platforms.quiet.host_activity`).
+
+    Raises:
+        BusyHostError: If the host was busy in every attempt and busy figures are not accepted.
+    """
     import openvino as ov
 
     from placement_gym.cache import cached_entry
 
     fingerprint = machine_fingerprint()
-    digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:12]
     cores = process_cores()
-    key = f"boundaries-v{BOUNDARY_VERSION}-{digest}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
+    key = boundaries_key(cores)
+
+    made = []
 
     def write(directory: Path) -> dict[str, Any]:
-        record = measure_boundary_costs(platform)
+        made.append(True)
+        record, activity = quiet.measure_quietly(
+            lambda: measure_boundary_costs(platform), WHAT, allow_busy=allow_busy, cores=cores
+        )
         (directory / "boundaries.json").write_text(json.dumps(record, indent=1))
-        return {"fingerprint": fingerprint, "cores": list(cores), "openvino": ov.get_version()}
+        return {
+            "fingerprint": fingerprint,
+            "cores": list(cores),
+            "openvino": ov.get_version(),
+            quiet.FIELD: activity,
+        }
 
-    directory, _ = cached_entry("platform", key, write, force=force)
-    return json.loads((directory / "boundaries.json").read_text())
+    directory, meta = cached_entry("platform", key, write, force=force)
+    activity = quiet.host_activity(meta, directory)
+    quiet.note_if_busy(key, activity, WHAT, "`placement-gym calibrate --boundaries-only`", bool(made))
+    return json.loads((directory / "boundaries.json").read_text()), activity
+
+
+def boundary_costs(platform: Platform, force: bool = False, allow_busy: bool | None = None) -> dict[str, Any]:
+    """The record of :func:`boundary_costs_entry`, without its host activity."""
+    return boundary_costs_entry(platform, force, allow_busy)[0]

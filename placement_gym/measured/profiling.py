@@ -24,7 +24,9 @@ time. The record says which (``action``: ``"ok"``, ``"reprofiled"`` or ``"rescal
 (:func:`~placement_gym.platforms.machine.machine_fingerprint`: CPU model, cores, ISA flags), the OpenVINO
 version, the device's precision and the host load while profiling. A profile from another machine or
 OpenVINO version, or one whose times are unreadable, is redone, never used; a corrupt file is detected by
-its hash and rebuilt. ``placement-gym calibrate`` redoes profiles on demand (:func:`calibrate`).
+its hash and rebuilt. ``placement-gym calibrate`` redoes profiles on demand (:func:`calibrate`). A profile
+is also stored with how busy the host was while it was made; one made while other processes took more
+than a quarter of this process's cores is not stored (:mod:`placement_gym.platforms.quiet`).
 
 **Drift check.** When a stored profile is first used in a process, the model is timed afresh as the measured
 backend runs it (no ``PERF_COUNT``); a per-op sum more than ``DRIFT_TOLERANCE`` (15%) away from it raises a
@@ -301,28 +303,42 @@ def _current(benchmark: Any, directory: Path, meta: dict[str, Any]) -> bool:
 
 
 def profile_record(
-    benchmark: Any, device: Device, warmup: int = 3, runs: int = 15, *, force: bool = False
+    benchmark: Any,
+    device: Device,
+    warmup: int = 3,
+    runs: int = 15,
+    *,
+    force: bool = False,
+    allow_busy: bool | None = None,
 ) -> tuple[np.ndarray, dict[str, Any], bool]:
     """The validated profile of ``benchmark`` on ``device`` from the disk cache, made if missing, stale or
-    corrupt (or ``force``).
+    corrupt (or ``force``). A profile made while the host was busy is not stored unless ``allow_busy``
+    (:mod:`placement_gym.platforms.quiet`).
 
     Returns:
         ``(op_times, record, made)``: seconds per op, shape ``(n_ops,)``; the stored record (see
-        :func:`validated_op_times`, plus model, versions, device, precision, machine, time); whether it was
-        made by this call.
+        :func:`validated_op_times`, plus model, versions, device, precision, machine, time, and
+        ``host_activity``: how busy the host was, status ``unknown`` for a profile stored before it was
+        recorded); whether it was made by this call.
 
     Raises:
         BackendError: If the device cannot compile or run the model.
+        BusyHostError: If the host was busy in every attempt and busy figures are not accepted.
     """
     import openvino as ov
 
     from placement_gym.cache import cached_entry
+    from placement_gym.platforms import quiet
     from placement_gym.platforms.machine import machine_fingerprint
 
     made = []
+    what = f"the profile of {benchmark.name} on {device.name}"
 
     def write(directory: Path) -> dict[str, Any]:
-        op_times, record = validated_op_times(benchmark, device, warmup, runs)
+        (op_times, record), activity = quiet.measure_quietly(
+            lambda: validated_op_times(benchmark, device, warmup, runs), what, allow_busy=allow_busy
+        )
+        record[quiet.FIELD] = activity
         np.save(directory / "op_times.npy", op_times)
         made.append(True)
         return {
@@ -345,6 +361,9 @@ def profile_record(
     directory, meta = cached_entry(
         "profile", key, write, accept=lambda d, m: _current(benchmark, d, m), force=force
     )
+    meta = {**meta, quiet.FIELD: quiet.host_activity(meta, directory)}
+    fix = f"`placement-gym calibrate --model {benchmark.name}`"
+    quiet.note_if_busy(key, meta[quiet.FIELD], what, fix, bool(made))
     return np.load(directory / "op_times.npy", allow_pickle=False), meta, bool(made)
 
 

@@ -33,12 +33,16 @@ a one-op model, which is how the partitioned executor of the measured backend st
 two 1-thread models of convolutions run at once against one alone give the speed-up ``s`` the two
 virtual CPUs really reach together (a VM's vCPUs may be hyper-threads or contended: ``s`` was 1.3-1.8 on
 the reference machine), recorded as each device's ``contention = 2 - s``.
+Both are stored with how busy the host was while they were measured; figures measured while other
+processes took more than a quarter of the cores are measured again and, if the host stays busy, refused
+unless accepted (:mod:`placement_gym.platforms.quiet`).
 Peak FLOP/s come from the CPU's vector width and clock (only used by the roofline fallback; the
 simulator profiles local devices for real, see :mod:`placement_gym.measured.profiling`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,7 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from placement_gym.measured.boundary_costs import WHAT as BOUNDARIES_WHAT
 from placement_gym.measured.boundary_costs import boundary_costs
+from placement_gym.platforms import quiet
 from placement_gym.platforms.devices import Device, Link, Platform
 from placement_gym.platforms.machine import core_span, cores_key, cpu_info, process_cores
 
@@ -60,6 +66,8 @@ VIRTUAL_CPU_CONFIG: dict[str, Any] = {"INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PI
 VIRTUAL_CPUS = 2
 #: Version of the link/overhead measurement below (bump when it changes).
 MEASURE_VERSION = 4
+#: What :func:`measure_local_figures` measures, in messages.
+FIGURES_WHAT = "the local platform's figures (copies, segment starts, overlap of its virtual CPUs)"
 _RAM_SHARE = 0.8  # of physical RAM usable for the model across all virtual devices
 
 
@@ -231,36 +239,102 @@ def measure_local_figures() -> dict[str, float]:
     }
 
 
-def local_figures(force: bool = False) -> dict[str, float]:
+def figures_key(cores: tuple[int, ...]) -> str:
+    """The cache key (kind ``platform``) of the figures of this machine and OpenVINO version on ``cores``."""
+    import openvino as ov
+
+    name, _, _ = cpu_info()
+    machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]
+    return f"local-v{MEASURE_VERSION}-{machine}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
+
+
+def local_figures_entry(
+    force: bool = False, allow_busy: bool | None = None
+) -> tuple[dict[str, float], dict[str, Any]]:
     """:func:`measure_local_figures`, measured once per machine, OpenVINO version and core set (this
-    process's affinity, :func:`process_cores`) and cached on disk (``force`` re-measures; a platform
-    built before in this process keeps the figures it was built with, see :func:`recalibrate`)."""
+    process's affinity, :func:`process_cores`) and cached on disk, with how busy the host was while they
+    were measured (:mod:`placement_gym.platforms.quiet`: figures measured on a busy host are not stored
+    unless ``allow_busy``). ``force`` re-measures; a platform built before in this process keeps the
+    figures it was built with, see :func:`recalibrate`.
+
+    Returns:
+        ``(figures, record)``: the figures and their host-activity record
+        (:func:`~placement_gym.platforms.quiet.host_activity`).
+
+    Raises:
+        BusyHostError: If the host was busy in every attempt and busy figures are not accepted.
+    """
     import openvino as ov
 
     from placement_gym.cache import cached_entry
 
     name, _, _ = cpu_info()
     cores = process_cores()
-    machine = hashlib.sha256(f"{name}|{os.cpu_count()}".encode()).hexdigest()[:12]
-    key = f"local-v{MEASURE_VERSION}-{machine}-{cores_key(cores)}-ov{ov.__version__.split('-')[0]}"
+    key = figures_key(cores)
+
+    made = []
 
     def write(directory: Path) -> dict[str, Any]:
-        (directory / "figures.json").write_text(json.dumps(measure_local_figures(), indent=1))
-        return {"cpu": name, "cpu_count": os.cpu_count(), "cores": list(cores), "openvino": ov.get_version()}
+        made.append(True)
+        figures, activity = quiet.measure_quietly(
+            lambda: measure_local_figures(), FIGURES_WHAT, allow_busy=allow_busy, cores=cores
+        )
+        (directory / "figures.json").write_text(json.dumps(figures, indent=1))
+        return {
+            "cpu": name,
+            "cpu_count": os.cpu_count(),
+            "cores": list(cores),
+            "openvino": ov.get_version(),
+            quiet.FIELD: activity,
+        }
 
-    directory, _ = cached_entry("platform", key, write, force=force)
-    return json.loads((directory / "figures.json").read_text())
+    directory, meta = cached_entry("platform", key, write, force=force)
+    record = quiet.host_activity(meta, directory)
+    quiet.note_if_busy(key, record, FIGURES_WHAT, "`placement-gym calibrate --boundaries-only`", bool(made))
+    return json.loads((directory / "figures.json").read_text()), record
 
 
-def recalibrate() -> Platform:
+def local_figures(force: bool = False, allow_busy: bool | None = None) -> dict[str, float]:
+    """The figures of :func:`local_figures_entry`, without their record."""
+    return local_figures_entry(force, allow_busy)[0]
+
+
+def recalibrate(allow_busy: bool | None = None) -> Platform:
     """Re-measure the ``local`` platform's figures and segment-boundary costs on this process's cores
-    (stored for the next processes too) and return the platform built from them."""
-    local_figures(force=True)
-    _local_platform.cache_clear()
-    platform = local_platform()
-    boundary_costs(platform, force=True)
-    _local_platform.cache_clear()
-    return local_platform()
+    (stored for the next processes too) and return the platform built from them.
+
+    Raises:
+        BusyHostError: If the host was busy while either was measured (in every attempt) and busy figures
+            are not accepted (``allow_busy``; default
+            :func:`~placement_gym.platforms.quiet.allow_busy_default`).
+    """
+    with contextlib.nullcontext() if allow_busy is None else quiet.accept_busy(allow_busy):
+        local_figures(force=True)
+        _local_platform.cache_clear()
+        platform = local_platform()
+        boundary_costs(platform, force=True)
+        _local_platform.cache_clear()
+        return local_platform()
+
+
+def calibration_records(cores: tuple[int, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """``(what, host-activity record)`` of each stored calibration the ``local`` platform of ``cores``
+    (default this process's) is built from: its own figures and its segment-boundary costs. Only reads
+    the cache, never measures: a calibration not stored there has status ``unknown``."""
+    from placement_gym.cache import cache_root, verify_entry
+    from placement_gym.errors import CorruptModelError
+    from placement_gym.measured.boundary_costs import boundaries_key
+
+    cores = process_cores() if cores is None else tuple(cores)
+    records = []
+    for what, key in ((FIGURES_WHAT, figures_key(cores)), (BOUNDARIES_WHAT, boundaries_key(cores))):
+        directory = cache_root() / "platform" / key
+        try:
+            record = quiet.host_activity(verify_entry(directory, kind="platform", key=key), directory)
+        except CorruptModelError:  # missing or damaged: the next use measures it again
+            record = {"status": "unknown", "reason": "not in the cache: measured again on next use"}
+        records.append((what, record))
+    return records
 
 
 def _virtual_cpus(figures: dict[str, float], ghz: float, flags: set[str]) -> list[Device]:

@@ -156,3 +156,30 @@ def test_real_profile_is_validated_and_summed(tmp_path, monkeypatch, tiny_bert):
     else:
         assert abs(op_times.sum() / meta["whole"] - 1) <= profiling.TOLERANCE
     assert profile_op_times(tiny_bert, device, check=False) == pytest.approx(op_times)
+
+
+def test_a_profile_made_on_a_busy_host_is_not_stored(monkeypatch, tmp_path, tiny_cnn):
+    """Profiles are calibrations too: one made while other processes took the cores is measured again,
+    then refused and not stored, unless accepted, which its record says."""
+    from placement_gym.errors import BusyHostError
+    from placement_gym.platforms import Device, quiet
+    from tests.platforms.test_quiet import CORES, FakeAccounts
+
+    assert tiny_cnn.model is not None and tiny_cnn.content_sha256  # read from the session's cache first
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    monkeypatch.delenv(quiet.ALLOW_BUSY_ENV_VAR, raising=False)
+    monkeypatch.setattr(quiet, "read_cpu_sample", FakeAccounts(share=0.7))
+    monkeypatch.setattr(quiet, "RETRY_PAUSE", 0.0)
+    monkeypatch.setattr(quiet, "process_cores", lambda: CORES)
+    calls = _fake_profiles(monkeypatch, tiny_cnn, [1e-3] * 10)
+    device = Device("cpu0", "virtual", "CPU", "f32", 2**30, {"f32": 1e11}, 1e10, 0.0)
+    with pytest.raises(BusyHostError, match="measuring the profile of tiny_cnn on cpu0: other processes"):
+        profile_record(tiny_cnn, device)
+    stored = tmp_path / "profile"
+    assert len(calls) == 3  # three attempts
+    assert not stored.exists() or not [p for p in stored.iterdir() if not p.name.startswith(".")]
+    _, meta, made = profile_record(tiny_cnn, device, allow_busy=True)
+    assert made and len(calls) == 6
+    assert meta[quiet.FIELD]["status"] == "busy" and meta[quiet.FIELD]["accepted_busy"]
+    _, again, made = profile_record(tiny_cnn, device)  # stored: used without measuring
+    assert not made and len(calls) == 6 and again[quiet.FIELD] == meta[quiet.FIELD]

@@ -4,8 +4,12 @@ here times anything."""
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
+from placement_gym import cache
 from placement_gym.errors import BusyHostError
 from placement_gym.platforms import quiet
 from placement_gym.platforms.quiet import CpuSample, assess, measure_quietly, read_cpu_sample
@@ -145,3 +149,113 @@ def test_accepting_a_busy_host_is_explicit_and_recorded(monkeypatch):
         run()
     with quiet.accept_busy():
         assert run()[1]["accepted_busy"]
+
+
+# ---------------------------------------------------------------- stored with the local platform's figures
+
+FIGURES = {
+    "copy_bandwidth": 14.3e9,
+    "copy_latency": 1e-6,
+    "boundary_bandwidth": 2e9,
+    "blocked_boundary_bandwidth": 1e9,
+    "invoke_overhead": 4e-5,
+    "parallel_speedup": 1.7,
+}
+BOUNDARIES = {
+    "chains": {"tiny": {"ks": [1, 2], "times": [1e-3, 1.1e-3], "slope": 1e-4, "tensor_bytes": 64}},
+    "fixed": 8e-5,
+    "bandwidth": 2e9,
+    "blocked_bandwidth": 1e9,
+    "load_before": 0.1,
+    "load_after": 0.1,
+}
+
+
+@pytest.fixture
+def fake_local(monkeypatch, tmp_path, accounts):
+    """The local platform of cores 0,1 with simulated figures, stored in an empty cache; returns the list
+    of what was measured."""
+    from placement_gym.measured import boundary_costs
+    from placement_gym.platforms import local
+
+    monkeypatch.setenv("PLACEMENT_GYM_CACHE", str(tmp_path))
+    measured = []
+    for module in (local, boundary_costs):
+        monkeypatch.setattr(module, "process_cores", lambda: CORES)
+    monkeypatch.setattr(local, "measure_local_figures", lambda: measured.append("figures") or dict(FIGURES))
+    monkeypatch.setattr(
+        boundary_costs, "measure_boundary_costs", lambda platform: measured.append("boundaries") or BOUNDARIES
+    )
+    monkeypatch.setattr(local, "local_accelerators", lambda: [])
+    local._local_platform.cache_clear()
+    yield measured
+    local._local_platform.cache_clear()
+
+
+def _entries(root) -> list[str]:
+    base = root / "platform"
+    return sorted(p.name for p in base.iterdir() if not p.name.startswith(".")) if base.exists() else []
+
+
+def test_busy_figures_are_not_stored(fake_local, accounts, tmp_path):
+    from placement_gym.platforms import local
+
+    accounts.share = 0.85
+    with pytest.raises(BusyHostError, match="the host was busy while measuring the local platform's figures"):
+        local.local_figures_entry()
+    assert fake_local == ["figures"] * 3 and _entries(tmp_path) == []  # measured 3 times, stored nothing
+    accounts.share = 0.02  # the machine went quiet: measured once more, stored, and used from then on
+    figures, record = local.local_figures_entry()
+    assert figures == FIGURES and record["status"] == "quiet" and record["others_share"] == pytest.approx(0.02)
+    assert record["cores"] == [0, 1] and record["measured_at"].endswith("Z")
+    readings = accounts.readings
+    assert local.local_figures_entry()[0] == FIGURES
+    assert fake_local == ["figures"] * 4 and accounts.readings == readings  # a warm read measures nothing
+
+
+def test_accepted_busy_figures_are_recorded_and_noted(fake_local, accounts, tmp_path, caplog, monkeypatch):
+    from placement_gym.platforms import local
+
+    accounts.share = 0.6
+    figures, record = local.local_figures_entry(allow_busy=True)
+    assert figures == FIGURES and record["status"] == "busy" and record["accepted_busy"]
+    (entry,) = _entries(tmp_path)
+    stored = json.loads((tmp_path / "platform" / entry / "meta.json").read_text())[quiet.FIELD]
+    assert stored["accepted_busy"] and stored["others_share"] == pytest.approx(0.6)
+    monkeypatch.setattr(quiet, "_noted", set())  # a later process: uses them, and says what they are, once
+    with caplog.at_level(logging.INFO, logger="placement_gym"):
+        local.local_figures_entry()
+        local.local_figures_entry()
+    notes = [r.getMessage() for r in caplog.records if "BUSY" in r.getMessage()]
+    assert len(notes) == 1 and "other processes used 60% of them" in notes[0]
+    assert "accepted with --allow-busy" in notes[0] and "placement-gym calibrate --boundaries-only" in notes[0]
+    assert fake_local == ["figures"] * 3  # three busy attempts, the last kept; later uses measure nothing
+
+
+def test_entries_stored_before_the_record_still_load(fake_local, accounts, tmp_path):
+    from placement_gym.platforms import local
+
+    local.local_figures_entry()
+    (entry,) = _entries(tmp_path)
+    path = tmp_path / "platform" / entry / "meta.json"
+    meta = json.loads(path.read_text())
+    del meta[quiet.FIELD], meta["meta_sha256"]
+    path.write_text(json.dumps({**meta, "meta_sha256": cache.meta_checksum(meta)}))  # as an older version wrote it
+    accounts.share = 0.9  # would be refused if it were measured
+    figures, record = local.local_figures_entry()
+    assert figures == FIGURES and fake_local == ["figures"]  # used as it is, not measured again
+    assert record["status"] == "unknown" and record["stored_at"].endswith("Z")
+    assert "how busy the host was is unknown" in quiet.describe(record)
+    assert quiet.short(record) == "unknown"
+
+
+def test_a_warm_platform_measures_nothing(fake_local, accounts):
+    from placement_gym.platforms import local
+
+    local.local_platform()
+    assert fake_local == ["figures", "boundaries"]
+    local._local_platform.cache_clear()  # a new process with a warm cache
+    readings = accounts.readings
+    accounts.share = 0.9
+    local.local_platform()
+    assert fake_local == ["figures", "boundaries"] and accounts.readings == readings
