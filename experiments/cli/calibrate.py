@@ -13,6 +13,12 @@ partitioned executor costs there (:mod:`placement_gym.measured.boundary_costs`: 
 into 1, 2, 4, 8 segments; the slope per boundary), stored with the machine's fingerprint and the core set,
 and prints the figures beside the ``local`` platform's own. ``--boundaries-only`` skips the model profiles.
 
+Every calibration records how busy the host was while it ran: the share of the calibrated cores' time
+other processes took (:mod:`placement_gym.platforms.quiet`). One made while they took more than a quarter
+is measured again, and after three busy attempts the command stops with one line saying so and stores
+nothing; ``--allow-busy`` (or ``PLACEMENT_GYM_ALLOW_BUSY=1``) stores it anyway, recorded as busy. Last, the command says when and how busy
+the host was for the ``local`` platform's figures in use.
+
 Example:
     placement-gym calibrate --model resnet50 bert inception_v3 --boundaries
 """
@@ -25,8 +31,11 @@ import os
 from typing import Any
 
 
-def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]]:
-    """Re-profile every model in ``models`` on each distinct device of ``platform``.
+def calibrate(
+    models: list[str], platform: str = "local", allow_busy: bool | None = None
+) -> list[dict[str, Any]]:
+    """Re-profile every model in ``models`` on each distinct device of ``platform`` (``allow_busy``: store
+    profiles made while the host was busy; default ``$PLACEMENT_GYM_ALLOW_BUSY``).
 
     Returns:
         One record per (model, device): the stored profile record plus ``model`` and ``device``.
@@ -34,6 +43,7 @@ def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]
     Raises:
         UnknownNameError: For an unknown model or platform.
         BackendError: If a device cannot run a model.
+        BusyHostError: If the host stayed busy and busy profiles are not accepted.
     """
     from placement_gym.benchmarks import load_benchmark
     from placement_gym.measured.profiling import profile_record
@@ -49,21 +59,25 @@ def calibrate(models: list[str], platform: str = "local") -> list[dict[str, Any]
             if config in seen:  # same compiled model, same profile
                 continue
             seen.add(config)
-            _, record, _ = profile_record(bench, device, force=True)
+            _, record, _ = profile_record(bench, device, force=True, allow_busy=allow_busy)
             rows.append({**record, "model": name, "device": device.name})
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """A Markdown table of calibration records."""
+    from placement_gym.platforms import quiet
+
     lines = [
-        "| model | device | per-op sum (ms) | whole model (ms) | sum / whole | action | factor | load before / after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| model | device | per-op sum (ms) | whole model (ms) | sum / whole | action | factor | load before / after "
+        "| host |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['device']} | {r['layer_sum'] * 1e3:.3f} | {r['whole'] * 1e3:.3f} | "
-            f"{r['ratio']:.3f} | {r['action']} | {r['factor']:.3f} | {r['load_before']:.2f} / {r['load_after']:.2f} |"
+            f"{r['ratio']:.3f} | {r['action']} | {r['factor']:.3f} | {r['load_before']:.2f} / {r['load_after']:.2f} "
+            f"| {quiet.short(quiet.host_activity(r))} |"
         )
     return "\n".join(lines)
 
@@ -86,16 +100,33 @@ def boundary_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def figures_in_use() -> str:
+    """Lines saying when and how busy the host was for each stored calibration the ``local`` platform of
+    this process's cores is built from (:func:`~placement_gym.platforms.local.calibration_records`)."""
+    from placement_gym.platforms import quiet
+    from placement_gym.platforms.local import calibration_records
+
+    lines = ["figures in use:"]
+    for what, record in calibration_records():
+        lines.append(f"  {what}: {quiet.describe(record)}")
+    return "\n".join(lines)
+
+
 def run_from_args(args: argparse.Namespace) -> None:
+    from placement_gym.platforms import quiet
     from placement_gym.zoo import BENCHMARK_MODELS
 
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
-    if not args.boundaries_only:
-        print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform)))
-    if args.boundaries or args.boundaries_only:
-        from placement_gym.measured.boundary_costs import boundary_costs
-        from placement_gym.platforms.local import recalibrate
+    allow_busy = args.allow_busy or quiet.allow_busy_default()  # the flag, or $PLACEMENT_GYM_ALLOW_BUSY
+    with quiet.accept_busy(allow_busy):
+        if not args.boundaries_only:
+            print(table(calibrate(args.model or list(BENCHMARK_MODELS), args.platform, allow_busy)))
+        if args.boundaries or args.boundaries_only:
+            from placement_gym.measured.boundary_costs import boundary_costs
+            from placement_gym.platforms.local import recalibrate
 
-        platform = recalibrate()
-        print(f"local platform: {platform.description}; contention {platform.devices[0].contention:.2f}")
-        print(boundary_table(boundary_costs(platform)))
+            platform = recalibrate(allow_busy)
+            print(f"local platform: {platform.description}; contention {platform.devices[0].contention:.2f}")
+            print(boundary_table(boundary_costs(platform)))
+        if args.platform == "local" or args.boundaries or args.boundaries_only:
+            print(figures_in_use())

@@ -160,7 +160,8 @@ def test_real_profile_is_validated_and_summed(tmp_path, monkeypatch, tiny_bert):
 
 def test_a_profile_made_on_a_busy_host_is_not_stored(monkeypatch, tmp_path, tiny_cnn):
     """Profiles are calibrations too: one made while other processes took the cores is measured again,
-    then refused and not stored, unless accepted, which its record says."""
+    then refused and not stored, unless accepted, which its record and calibrate's table say."""
+    from experiments.cli.calibrate import table
     from placement_gym.errors import BusyHostError
     from placement_gym.platforms import Device, quiet
     from tests.platforms.test_quiet import CORES, FakeAccounts
@@ -183,3 +184,4 @@ def test_a_profile_made_on_a_busy_host_is_not_stored(monkeypatch, tmp_path, tiny
     assert meta[quiet.FIELD]["status"] == "busy" and meta[quiet.FIELD]["accepted_busy"]
     _, again, made = profile_record(tiny_cnn, device)  # stored: used without measuring
     assert not made and len(calls) == 6 and again[quiet.FIELD] == meta[quiet.FIELD]
+    assert "| BUSY, accepted (others 70%) |" in table([{**again, "model": "tiny_cnn", "device": "cpu0"}])

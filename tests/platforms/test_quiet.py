@@ -259,3 +259,31 @@ def test_a_warm_platform_measures_nothing(fake_local, accounts):
     accounts.share = 0.9
     local.local_platform()
     assert fake_local == ["figures", "boundaries"] and accounts.readings == readings
+
+
+# ---------------------------------------------------------------- placement-gym calibrate
+
+
+def test_calibrate_refuses_a_busy_host_and_reports_the_figures_in_use(fake_local, accounts, capsys):
+    from experiments import cli
+
+    accounts.share = 0.85
+    assert cli.main(["calibrate", "--boundaries-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("placement-gym: error: the host was busy while measuring the local platform's")
+    assert "other processes used at least 85% of cores 0,1 in each of 3 attempts" in err[-1]
+    assert "--allow-busy" in err[-1]
+
+    assert cli.main(["calibrate", "--boundaries-only", "--allow-busy"]) == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("figures in use:") :].splitlines()
+    assert len(lines) == 3 and all("while the host was BUSY" in line for line in lines[1:])
+    assert "other processes used 85% of them, accepted with --allow-busy" in lines[1]
+
+    accounts.share = 0.02
+    assert cli.main(["calibrate", "--boundaries-only"]) == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("figures in use:") :].splitlines()
+    assert lines[1].startswith("  the local platform's figures (copies, segment starts, overlap of its virtual")
+    assert all(", quiet: other processes used 2% of them" in line for line in lines[1:])
+    assert "on cores 0,1" in lines[1] and "load average 0.08 -> 0.08" in lines[1]

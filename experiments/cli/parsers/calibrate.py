@@ -24,3 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also re-measure the local platform's figures and segment-boundary costs, on this process's cores",
     )
     parser.add_argument("--boundaries-only", action="store_true", help="only the segment-boundary costs")
+    parser.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="store figures measured while other processes were busy on these cores (recorded as such); "
+        "by default they are measured again and, if the host stays busy, refused",
+    )
