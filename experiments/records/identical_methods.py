@@ -29,6 +29,18 @@ WHY: dict[frozenset[str], str] = {
 }
 
 
+#: Why the rows of a group in :data:`WHY` differ at a tier although the methods compute the same thing.
+DIFFER_WHY: dict[tuple[frozenset[str], str], str] = {
+    (frozenset({"ppo_gnn", "maskable_ppo_gnn"}), "large"): (
+        "the two were made on two machines, and a learned method's rows rerun exactly only on the CPU type "
+        "that made them (docs/protocol.md). On the machine that made the `maskable_ppo_gnn` rows, `ppo_gnn` "
+        "gives the `maskable_ppo_gnn` row exactly, at the `ppo_gnn` rows' own commit too (checked on "
+        "`inception_v3/cpu-dgpu`, seed 0: 3857 evaluations, score 0.944, against 3821 and 0.956 in the "
+        "stored `ppo_gnn` row)"
+    ),
+}
+
+
 def _fingerprint(row: ResultRow) -> tuple:
     return (tuple(row.placement), row.evaluations, tuple(map(tuple, row.history)), row.latency)
 
@@ -44,11 +56,37 @@ def identical_groups(rows: Sequence[ResultRow]) -> list[list[str]]:
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
-def note(rows: Sequence[ResultRow]) -> list[str]:
-    """Markdown lines naming each group of identical methods and why the page shows every row."""
+def _differing_cells(rows: Sequence[ResultRow], group: frozenset[str]) -> tuple[int, int]:
+    """How many of the cells every method of ``group`` has give different results, of how many."""
+    cells: dict[tuple, dict[str, tuple]] = {}
+    for r in rows:
+        if r.method in group:
+            cells.setdefault((r.model, r.platform, r.seed, r.budget), {})[r.method] = _fingerprint(r)
+    shared = [c for c in cells.values() if len(c) == len(group)]
+    return sum(len(set(c.values())) > 1 for c in shared), len(shared)
+
+
+def note(rows: Sequence[ResultRow], tier: str | None = None) -> list[str]:
+    """Markdown lines naming each group of identical methods and why the page shows every row, and each
+    group known to compute the same thing whose rows differ here, with how many cells differ and why."""
     lines = []
-    for group in identical_groups(rows):
+    groups = identical_groups(rows)
+    for group in groups:
         why = WHY.get(frozenset(group), "both are shown as stored (no reason is recorded here)")
         names = " and ".join(f"`{m}`" for m in group)
         lines += ["", f"{names} have identical rows (placement, evaluations, history) in every cell: {why}."]
+    present = {r.method for r in rows}
+    for group, why in WHY.items():
+        if not group <= present or sorted(group) in groups:
+            continue
+        differ, shared = _differing_cells(rows, group)
+        if not differ:
+            continue
+        reason = DIFFER_WHY.get((group, tier), "no reason is recorded here")
+        names = " and ".join(f"`{m}`" for m in sorted(group))
+        lines += [
+            "",
+            f"{names} compute the same thing on the train tasks ({why.split(';')[0]}), but their rows differ "
+            f"in {differ} of the {shared} cells both have: {reason}.",
+        ]
     return lines

@@ -75,3 +75,13 @@ def test_ppo_gnn_and_maskable_ppo_gnn_are_one_result_on_the_train_tasks_and_the_
     changed = [dataclasses.replace(r, evaluations=r.evaluations - 1) if r.method == "ppo_gnn" and r.seed == 3 else r
                for r in standard]  # fmt: skip
     assert ["maskable_ppo_gnn", "ppo_gnn"] not in identical_methods.identical_groups(changed)
+
+
+def test_a_same_computation_pair_whose_rows_differ_is_named_with_the_cells_and_the_reason(standard):
+    changed = [dataclasses.replace(r, evaluations=r.evaluations - 1) if r.method == "ppo_gnn" and r.seed == 3 else r
+               for r in standard]  # fmt: skip
+    text = "\n".join(identical_methods.note(changed, "large"))
+    assert "`maskable_ppo_gnn` and `ppo_gnn` compute the same thing" in text
+    assert "differ in 12 of the 60 cells both have" in text and "CPU type" in text
+    assert "no reason is recorded here" in "\n".join(identical_methods.note(changed, "standard"))
+    assert "compute the same thing" not in "\n".join(identical_methods.note(standard, "standard"))
