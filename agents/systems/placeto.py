@@ -160,16 +160,20 @@ class PlacetoPolicy(nn.Module):
             ],
             dim=-1,
         )  # (B, G, F + D + 2)
-        h0 = torch.relu(self.inp(state))
+        # Same values as ``x[:, src]``, ``index_add`` and out-of-place ReLU and division, with fewer large
+        # allocations: ``index_select`` is a plain copy (its backward adds edge by edge in edge order, as
+        # indexing's does), and a linear layer's backward needs its input, not its output, so ReLU may
+        # overwrite the output. tests/agents/test_systems.py checks the logits and gradients bit for bit.
+        h0 = torch.relu_(self.inp(state))
         src, dst = graph.edge_index
         in_deg = torch.bincount(dst, minlength=g).clamp(min=1).float().view(1, g, 1)
         out_deg = torch.bincount(src, minlength=g).clamp(min=1).float().view(1, g, 1)
         fwd = bwd = h0
         for _ in range(self.rounds):
-            agg = torch.zeros_like(fwd).index_add(1, dst, fwd[:, src]) / in_deg  # mean over parents
-            fwd = torch.relu(self.fwd(torch.cat([fwd, agg], dim=-1)))
-            agg = torch.zeros_like(bwd).index_add(1, src, bwd[:, dst]) / out_deg  # mean over children
-            bwd = torch.relu(self.bwd(torch.cat([bwd, agg], dim=-1)))
+            agg = torch.zeros_like(fwd).index_add_(1, dst, fwd.index_select(1, src)).div_(in_deg)  # parents
+            fwd = torch.relu_(self.fwd(torch.cat([fwd, agg], dim=-1)))
+            agg = torch.zeros_like(bwd).index_add_(1, src, bwd.index_select(1, dst)).div_(out_deg)  # children
+            bwd = torch.relu_(self.bwd(torch.cat([bwd, agg], dim=-1)))
         emb = torch.cat([fwd, bwd], dim=-1)  # (B, G, 2H)
         pools = [emb[torch.arange(b), current]]
         for rel in (graph.ancestors, graph.descendants, graph.parallel):

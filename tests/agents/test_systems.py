@@ -98,6 +98,70 @@ def test_placeto_generalises_to_unseen_graph(cnn_env, bert_env):
     assert all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))  # caller's copy intact
 
 
+def _reference_placeto_logits(policy, graph, placement, done, current):
+    """Placeto's logits as first written (fancy indexing, out-of-place index_add, ReLU and division): the
+    faster formulation in ``PlacetoPolicy.logits`` must give the same bits, values and gradients."""
+    import torch.nn.functional as F
+
+    b, g = placement.shape
+    cur = F.one_hot(current, g).float().unsqueeze(-1)
+    one_hot = F.one_hot(placement, policy.num_devices).float()
+    state = torch.cat([graph.x.expand(b, -1, -1), one_hot, done.unsqueeze(-1), cur], dim=-1)
+    h0 = torch.relu(policy.inp(state))
+    src, dst = graph.edge_index
+    in_deg = torch.bincount(dst, minlength=g).clamp(min=1).float().view(1, g, 1)
+    out_deg = torch.bincount(src, minlength=g).clamp(min=1).float().view(1, g, 1)
+    fwd = bwd = h0
+    for _ in range(policy.rounds):
+        agg = torch.zeros_like(fwd).index_add(1, dst, fwd[:, src]) / in_deg
+        fwd = torch.relu(policy.fwd(torch.cat([fwd, agg], dim=-1)))
+        agg = torch.zeros_like(bwd).index_add(1, src, bwd[:, dst]) / out_deg
+        bwd = torch.relu(policy.bwd(torch.cat([bwd, agg], dim=-1)))
+    emb = torch.cat([fwd, bwd], dim=-1)
+    pools = [emb[torch.arange(b), current]]
+    for rel in (graph.ancestors, graph.descendants, graph.parallel):
+        weights = rel[current]
+        pooled = torch.bmm(weights.unsqueeze(1), emb).squeeze(1)
+        pools.append(pooled / weights.sum(-1, keepdim=True).clamp(min=1))
+    return policy.head(torch.cat(pools, dim=-1))
+
+
+def _bits(t):
+    return t.detach().contiguous().view(torch.int32)
+
+
+@pytest.mark.parametrize("env_name", ["cnn_env", "bert_multi_env"])
+def test_placeto_logits_bit_identical_to_reference(env_name, request, monkeypatch):
+    from agents.systems.placeto import PlacetoGraph, PlacetoPolicy
+
+    env = request.getfixturevalue(env_name)
+    problem = problem_of(env)
+    g, d = env.num_groups, env.num_devices
+    rng = np.random.default_rng(0)
+    initial = np.array([rng.choice(np.flatnonzero(row)) for row in np.asarray(problem.device_mask)])
+    graph = PlacetoGraph(problem, initial)
+    policy = PlacetoPolicy(graph.x.shape[1], d)
+    gen = torch.Generator().manual_seed(1)
+    b = 7
+    placement = torch.randint(0, d, (b, g), generator=gen)
+    done = (torch.rand(b, g, generator=gen) < 0.5).float()
+    current = torch.randint(0, g, (b,), generator=gen)
+    grads = []
+    for logits_of in (policy.logits, lambda *a: _reference_placeto_logits(policy, *a)):
+        policy.zero_grad()
+        logits = logits_of(graph, placement, done, current)
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        grads.append([_bits(logits)] + [_bits(p.grad) for p in policy.parameters()])
+    assert all(torch.equal(x, y) for x, y in zip(*grads))
+
+    # end to end: a short training run gives the same placements, losses and history either way
+    fast = Placeto(samples_per_update=5).place(env, budget=20, seed=2)
+    monkeypatch.setattr(PlacetoPolicy, "logits", _reference_placeto_logits)
+    reference = Placeto(samples_per_update=5).place(env, budget=20, seed=2)
+    assert np.array_equal(fast.placement, reference.placement) and fast.history == reference.history
+    assert [p["loss"] for p in fast.extra["curve"]] == [p["loss"] for p in reference.extra["curve"]]
+
+
 def test_placeto_rejects_policy_for_other_device_count(cnn_env, bert_multi_env):
     trained = Placeto().place(cnn_env, budget=10, seed=0).extra["policy"]
     with pytest.raises(PlacementError, match="devices"):
