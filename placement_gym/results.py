@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -63,6 +64,71 @@ def library_versions() -> dict[str, str]:
     kernels = torch_cpu_kernels()
     if kernels is not None:
         out["torch_cpu_kernels"] = kernels
+    out.update(cpu_identity(kernels or "none"))
+    return out
+
+
+#: Environment variables that narrow the kernels torch, MKL and oneDNN choose (recorded when set).
+KERNEL_VARIABLES = (
+    "ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA"
+)  # fmt: skip
+
+
+def _dispatch_flag(flag: str) -> bool:
+    """Whether a CPU flag is one the kernel libraries choose their code by (x86 vector and matrix
+    extensions, Arm's vector extensions)."""
+    return flag in ("avx2", "fma", "asimd") or flag.startswith(("avx512", "amx", "sve"))
+
+
+@functools.cache
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return fields
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
+def cpu_identity(torch_kernels: str | None = None) -> dict[str, str]:
+    """The CPU a result was computed on, as far as its kernels can tell: ``cpu_vendor``, ``cpu_model`` (the
+    model name), ``cpu_id`` (family, model and stepping), ``cpu_isa`` (the sorted flags kernels dispatch
+    on: ``avx2``, ``fma``, ``avx512*``, ``amx*``), ``cpu_kernel_env`` (the :data:`KERNEL_VARIABLES` set,
+    only if any is) and ``cpu_fingerprint``: 12 hex digits of a hash of all of them and of torch's CPU
+    kernels (``torch_kernels``, default: :func:`torch_cpu_kernels`). A seeded learner's row reruns exactly
+    where the fingerprint is the same (docs/protocol.md). Fields a system does not report are ``unknown``."""
+    info = _cpuinfo()
+    vendor = info.get("vendor_id") or info.get("CPU implementer") or pyplatform.processor() or "unknown"
+    model = info.get("model name") or info.get("Hardware") or pyplatform.processor() or "unknown"
+    if "cpu family" in info:
+        cpu_id = (
+            f"family {info['cpu family']} model {info.get('model', '?')} stepping {info.get('stepping', '?')}"
+        )
+    elif "CPU part" in info:  # Arm
+        cpu_id = (
+            f"architecture {info.get('CPU architecture', '?')} part {info['CPU part']} "
+            f"revision {info.get('CPU revision', '?')}"
+        )
+    else:
+        cpu_id = "unknown"
+    flags = (info.get("flags") or info.get("Features") or "").split()
+    isa = " ".join(sorted({f for f in flags if _dispatch_flag(f)})) if flags else "unknown"
+    out = {"cpu_vendor": vendor, "cpu_model": model, "cpu_id": cpu_id, "cpu_isa": isa}
+    settings = " ".join(f"{name}={os.environ[name]}" for name in KERNEL_VARIABLES if os.environ.get(name))
+    if settings:
+        out["cpu_kernel_env"] = settings
+    if torch_kernels is None:
+        torch_kernels = torch_cpu_kernels() or "none"
+    identity = {**out, "machine": pyplatform.machine(), "torch_cpu_kernels": torch_kernels}
+    out["cpu_fingerprint"] = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     return out
 
 

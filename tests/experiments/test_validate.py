@@ -258,3 +258,29 @@ def test_a_rerun_that_differs_names_the_cpu_kernels_a_torch_row_was_made_with():
     assert any("rerun places 1 of" in p for p in problems)
     assert any("made with torch's VSX CPU kernels, the rerun ran" in p for p in problems)
     assert rerun_row(row).ok  # the stored row itself repeats
+
+
+# ---------------------------------------------------------------------- the CPU a row was made on
+def test_rows_record_the_cpu_and_a_fingerprint_of_it(monkeypatch):
+    """Every row's versions name the CPU (vendor, model, family/model/stepping, the flags kernels dispatch
+    on) and a short fingerprint of it and of torch's kernels; narrowing the kernels by environment variable
+    is recorded and changes the fingerprint."""
+    from placement_gym.results import KERNEL_VARIABLES, _dispatch_flag, library_versions
+
+    for name in KERNEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    versions = library_versions()
+    assert {"cpu_vendor", "cpu_model", "cpu_id", "cpu_isa", "cpu_fingerprint"} <= versions.keys()
+    assert "cpu_kernel_env" not in versions
+    fingerprint = versions["cpu_fingerprint"]
+    assert len(fingerprint) == 12 and int(fingerprint, 16) >= 0
+    assert library_versions()["cpu_fingerprint"] == fingerprint  # stable
+    isa = versions["cpu_isa"].split()
+    assert isa == sorted(isa) and all(_dispatch_flag(f) for f in isa)
+    assert [f for f in ("sse2", "avx", "avx2", "avx512f", "avx512_bf16", "amx_tile", "fma") if _dispatch_flag(f)] == [
+        "avx2", "avx512f", "avx512_bf16", "amx_tile", "fma"
+    ]  # fmt: skip
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    narrowed = library_versions()
+    assert narrowed["cpu_kernel_env"] == "MKL_CBWR=COMPATIBLE" and narrowed["cpu_fingerprint"] != fingerprint
+
