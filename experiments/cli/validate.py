@@ -24,7 +24,19 @@ Verdicts of single rows are cached per version of the code (:class:`VerdictCache
 of unchanged rows on unchanged code replays nothing. ``--rerun N`` also reruns N rows sampled with
 ``--sample-seed``, whatever their method, end to end, and reports each that differs.
 
-The command exits with status 0 if every row is accepted, and with an error naming the count otherwise.
+A rerun is judged by the CPU that made its row: rows record their CPU (``versions.cpu_fingerprint``, see
+:func:`placement_gym.results.cpu_identity`), and a seeded learner's row repeats only on the kind of CPU
+that made it. Each rerun prints ``IDENTICAL``, ``DIFFERS`` (the row was made on this CPU, or the rerun
+could not run: the row does not repeat where it should), ``OTHER-CPU`` (it differs, and the row was made on
+another CPU) or ``UNKNOWN-CPU`` (it differs, and the row records no CPU), and every line says which CPU
+made the row.
+
+Exit status:
+
+* 0: every row is accepted and every rerun is identical;
+* 2: a row is rejected, or a rerun ``DIFFERS`` (an error line names the counts);
+* 3: every row is accepted and the only reruns that differ are ``OTHER-CPU`` or ``UNKNOWN-CPU``: nothing
+  is shown broken, but those rows cannot be checked on this machine.
 
 Usage:
     placement-gym validate results/leaderboard/standard/*.jsonl
@@ -34,11 +46,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import sys
 
 from experiments.cli.arguments import module_main
 from experiments.cli.parsers.validate import add_arguments
 from experiments.records import validation
 from placement_gym.errors import RecordError
+
+#: Exit status when the only reruns that differ are of rows made on another or an unrecorded CPU.
+UNVERIFIED = 3
 
 
 def run_from_args(args: argparse.Namespace) -> None:
@@ -51,13 +67,24 @@ def run_from_args(args: argparse.Namespace) -> None:
     if not verdicts:
         raise RecordError(f"no rows in {', '.join(map(str, args.rows))}")
     rejected = sum(not v.ok for v in verdicts)
-    differ = validation.rerun_sample(verdicts, args.rerun, args.sample_seed) if args.rerun else 0
-    if rejected or differ:
+    summary = validation.rerun_sample(verdicts, args.rerun, args.sample_seed) if args.rerun else None
+    failed = summary.failed if summary else 0
+    if rejected or failed:
+        reruns = ""
+        if summary:
+            reruns = f", {failed} of {summary.sampled} reruns differ on the CPU that made them"
+            reruns += f", {summary.unverified} more differ from rows made elsewhere" if summary.unverified else ""
         raise RecordError(
-            f"{rejected} of {len(verdicts)} rows rejected"
-            + (f", {differ} of {args.rerun} reruns differ" if args.rerun else "")
-            + " (see the REJECTED and DIFFERS lines above)"
+            f"{rejected} of {len(verdicts)} rows rejected{reruns} (see the REJECTED and DIFFERS lines above)"
         )
+    if summary and summary.unverified:
+        print(
+            f"placement-gym: all {len(verdicts)} rows accepted, but {summary.unverified} of {summary.sampled} "
+            "reruns differ from rows made on another CPU or on an unrecorded one (the OTHER-CPU and UNKNOWN-CPU "
+            "lines above): not checkable on this machine",
+            file=sys.stderr,
+        )
+        raise SystemExit(UNVERIFIED)
     print(f"all {len(verdicts)} rows reproduce")
 
 

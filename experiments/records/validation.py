@@ -338,18 +338,113 @@ def validate(
     ]
 
 
-def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> int:
-    """Rerun ``n`` sampled accepted rows, print one line each and a summary; return how many differ."""
+#: Where a rerun row was made, against the CPU validating it (:func:`made_on`).
+THIS_CPU, OTHER_CPU, UNKNOWN_CPU = "this CPU", "another CPU", "an unrecorded CPU"
+
+
+def made_on(row: ResultRow, here: str | None = None) -> str:
+    """:data:`THIS_CPU` if ``row`` records the fingerprint of this CPU (``here``, default: this process's
+    :func:`~placement_gym.results.cpu_identity`), :data:`OTHER_CPU` if it records another,
+    :data:`UNKNOWN_CPU` if it records none (rows made before rows recorded their CPU)."""
+    made = row.versions.get("cpu_fingerprint")
+    if made is None:
+        return UNKNOWN_CPU
+    if here is None:
+        from placement_gym.results import library_versions
+
+        here = library_versions()["cpu_fingerprint"]
+    return THIS_CPU if made == here else OTHER_CPU
+
+
+def _cpu_text(versions: dict[str, str]) -> str:
+    """A row's CPU in a few words: model, family/model/stepping, torch's kernels and fingerprint."""
+    parts = [versions.get("cpu_model", "unknown"), versions.get("cpu_id", "unknown")]
+    parts.append(f"torch {versions.get('torch_cpu_kernels', 'unknown')} kernels")
+    if versions.get("cpu_kernel_env"):
+        parts.append(versions["cpu_kernel_env"])
+    return ", ".join(parts) + f"; fingerprint {versions.get('cpu_fingerprint', 'none')}"
+
+
+@dataclass(frozen=True)
+class RerunSummary:
+    """What ``validate --rerun`` found (:func:`rerun_sample`).
+
+    Attributes:
+        sampled: Rows rerun.
+        identical: Reruns that gave the stored placement and evaluation count.
+        failed: Reruns that differ from a row made on this CPU, or could not run: a row that does not
+            repeat where it should.
+        other_cpu: Reruns that differ from a row made on another CPU (not checkable here).
+        unknown_cpu: Reruns that differ from a row that records no CPU (not checkable here).
+        made: Sampled rows per :func:`made_on` answer.
+    """
+
+    sampled: int
+    identical: int
+    failed: int
+    other_cpu: int
+    unknown_cpu: int
+    made: dict[str, int]
+
+    @property
+    def unverified(self) -> int:
+        """Reruns that differ from rows made elsewhere or on an unrecorded CPU."""
+        return self.other_cpu + self.unknown_cpu
+
+    def line(self, seed: int) -> str:
+        text = f"rerun: {self.identical} of {self.sampled} sampled rows identical (sample seed {seed})"
+        if self.failed:
+            text += f"; {self.failed} differ on the CPU that made them or could not run (DIFFERS)"
+        if self.other_cpu:
+            text += f"; {self.other_cpu} differ but were made on another CPU (OTHER-CPU, not checkable here)"
+        if self.unknown_cpu:
+            text += f"; {self.unknown_cpu} differ but record no CPU (UNKNOWN-CPU, not checkable here)"
+        made = ", ".join(f"{self.made.get(k, 0)} on {k}" for k in (THIS_CPU, OTHER_CPU, UNKNOWN_CPU))
+        return text + f"; rows made: {made}"
+
+
+def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> RerunSummary:
+    """Rerun ``n`` sampled accepted rows, print one line each and a summary (:class:`RerunSummary`).
+
+    Each line starts with ``IDENTICAL``, ``DIFFERS`` (the rerun differs from a row made on this CPU, or
+    could not run), ``OTHER-CPU`` (it differs from a row made on another CPU) or ``UNKNOWN-CPU`` (it differs
+    from a row that records no CPU), and says which of the three CPUs made the row: a seeded learner's
+    row repeats only on the kind of CPU that made it (docs/protocol.md)."""
+    from placement_gym.results import library_versions
+
+    here_versions = library_versions()
+    here = here_versions["cpu_fingerprint"]
     sample = sample_rows(verdicts, n, seed)
-    differ = 0
+    counts = {"identical": 0, "failed": 0, "other_cpu": 0, "unknown_cpu": 0}
+    made_counts: dict[str, int] = {}
     for v in sample:
         again = rerun_row(v.row, v.where)
         r = v.row
+        made = made_on(r, here)
+        made_counts[made] = made_counts.get(made, 0) + 1
         cell = f"{r.model}/{r.platform} {r.method} seed {r.seed}"
         if again.ok:
-            print(f"IDENTICAL {v.where}: {cell}, {r.evaluations} evaluations, {_ms(r.latency)}")
+            counts["identical"] += 1
+            print(
+                f"IDENTICAL   {v.where}: {cell}, {r.evaluations} evaluations, {_ms(r.latency)} (made on {made})"
+            )
+            continue
+        why = "; ".join(again.problems)
+        if made == THIS_CPU or any(p.startswith("cannot be rerun") for p in again.problems):
+            counts["failed"] += 1
+            print(f"DIFFERS     {v.where}: {cell}: {why} (made on {made})")
+        elif made == OTHER_CPU:
+            counts["other_cpu"] += 1
+            print(
+                f"OTHER-CPU   {v.where}: {cell}: {why} (made on another CPU: {_cpu_text(r.versions)}; "
+                f"this one: {_cpu_text(here_versions)})"
+            )
         else:
-            differ += 1
-            print(f"DIFFERS   {v.where}: {cell}: {'; '.join(again.problems)}")
-    print(f"rerun: {len(sample) - differ} of {len(sample)} sampled rows identical (sample seed {seed})")
-    return differ
+            counts["unknown_cpu"] += 1
+            print(
+                f"UNKNOWN-CPU {v.where}: {cell}: {why} (the row records no CPU; "
+                f"this one: {_cpu_text(here_versions)})"
+            )
+    summary = RerunSummary(len(sample), made=made_counts, **counts)
+    print(summary.line(seed))
+    return summary

@@ -284,3 +284,74 @@ def test_rows_record_the_cpu_and_a_fingerprint_of_it(monkeypatch):
     narrowed = library_versions()
     assert narrowed["cpu_kernel_env"] == "MKL_CBWR=COMPATIBLE" and narrowed["cpu_fingerprint"] != fingerprint
 
+
+def test_made_on_tells_this_cpu_another_and_an_unrecorded_one(row):
+    from experiments.records.validation import OTHER_CPU, THIS_CPU, UNKNOWN_CPU, made_on
+
+    assert made_on(row) == THIS_CPU  # made in this test session
+    other = dataclasses.replace(row, versions={**row.versions, "cpu_fingerprint": "0" * 12})
+    old = dataclasses.replace(row, versions={k: v for k, v in row.versions.items() if not k.startswith("cpu_")})
+    assert made_on(other) == OTHER_CPU and made_on(old) == UNKNOWN_CPU
+
+
+def _reruns_that_differ(monkeypatch, differ: set[int]):
+    """Make ``validate --rerun`` find the rows of ``seed in differ`` differing (the validation pass itself
+    reruns nothing)."""
+    from experiments.records import validation
+    from experiments.records.validation import Verdict
+
+    check_row = validation.check_row
+    monkeypatch.setattr(validation, "check_row", lambda row, where, replayer, rerun=True: check_row(row, where, replayer, False))
+
+    def rerun_row(row, where="rerun"):
+        problems = ("rerun places 3 of 40 groups elsewhere",) if row.seed in differ else ()
+        return Verdict(where, row, problems, row.latency)
+
+    monkeypatch.setattr(validation, "rerun_row", rerun_row)
+
+
+def _made(rows: list[ResultRow], cpus: list[str]) -> list[ResultRow]:
+    """Rows with the CPU each says it was made on: ``here``, ``other`` or ``none``."""
+    out = []
+    for r, cpu in zip(rows, cpus, strict=True):
+        versions = {k: v for k, v in r.versions.items() if not k.startswith("cpu_")}
+        if cpu != "none":
+            versions |= {"cpu_model": "Some CPU", "cpu_fingerprint": "0" * 12} if cpu == "other" else {
+                k: v for k, v in r.versions.items() if k.startswith("cpu_")
+            }
+        out.append(dataclasses.replace(r, versions=versions))
+    return out
+
+
+def test_validate_rerun_judges_each_rerun_by_the_cpu_that_made_its_row(store, tmp_path, monkeypatch, capsys):
+    """A rerun that differs from a row made on this CPU fails (status 2); one that differs from a row made on
+    another CPU or recording none is reported as such (OTHER-CPU, UNKNOWN-CPU; status 3), never as a pass;
+    every line says which CPU made the row."""
+    local = [r for r in store if r.method == "local_search"]  # seeds 0-4
+    rows = _made(local, ["here", "here", "other", "none", "other"])
+    path = write(tmp_path / "rows.jsonl", *rows)
+    args = ["validate", "--rerun", "5", "--no-cache", path]
+
+    _reruns_that_differ(monkeypatch, set())
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("IDENTICAL") == 5 and "rerun: 5 of 5 sampled rows identical" in out
+    assert out.count("(made on this CPU)") == 2 and out.count("(made on another CPU)") == 2
+    assert out.count("(made on an unrecorded CPU)") == 1
+    assert "rows made: 2 on this CPU, 2 on another CPU, 1 on an unrecorded CPU" in out
+
+    _reruns_that_differ(monkeypatch, {2, 3, 4})  # the rows made elsewhere or on an unknown CPU
+    assert cli.main(args) == 3
+    captured = capsys.readouterr()
+    assert captured.out.count("OTHER-CPU ") == 2 and captured.out.count("UNKNOWN-CPU ") == 1
+    assert "DIFFERS " not in captured.out and "Some CPU" in captured.out and "the row records no CPU" in captured.out
+    assert "rerun: 2 of 5 sampled rows identical" in captured.out
+    assert "2 differ but were made on another CPU" in captured.out and "1 differ but record no CPU" in captured.out
+    assert "3 of 5 reruns differ from rows made on another CPU or on an unrecorded one" in captured.err
+
+    _reruns_that_differ(monkeypatch, {0, 2})  # one made here
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out.count("DIFFERS ") == 1 and captured.out.count("OTHER-CPU ") == 1
+    assert "1 differ on the CPU that made them" in captured.out
+    assert "1 of 5 reruns differ on the CPU that made them, 1 more differ from rows made elsewhere" in captured.err
