@@ -98,10 +98,26 @@ def _cpuinfo() -> dict[str, str]:
     return fields
 
 
+def _cpu_caches() -> str:
+    """The first CPU's cache sizes (``L1d 32K L1i 32K L2 1024K L3 32768K``; ``unknown`` where the system does
+    not say): MKL sizes its blocks by them, outside its reproducible mode."""
+    parts = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        parts.append(f"L{level}{suffix} {size}")
+    if not parts and _cpuinfo().get("cache size"):
+        parts.append(_cpuinfo()["cache size"].replace(" ", ""))
+    return " ".join(parts) or "unknown"
+
+
 def cpu_identity(torch_kernels: str | None = None) -> dict[str, str]:
     """The CPU a result was computed on, as far as its kernels can tell: ``cpu_vendor``, ``cpu_model`` (the
     model name), ``cpu_id`` (family, model and stepping), ``cpu_isa`` (the sorted flags kernels dispatch
-    on: ``avx2``, ``fma``, ``avx512*``, ``amx*``), ``cpu_kernel_env`` (the :data:`KERNEL_VARIABLES` set,
+    on: ``avx2``, ``fma``, ``avx512*``, ``amx*``), ``cpu_caches`` (:func:`_cpu_caches`), ``cpu_kernel_env`` (the :data:`KERNEL_VARIABLES` set,
     only if any is) and ``cpu_fingerprint``: 12 hex digits of a hash of all of them and of torch's CPU
     kernels (``torch_kernels``, default: :func:`torch_cpu_kernels`). A seeded learner's row reruns exactly
     where the fingerprint is the same (docs/protocol.md). Fields a system does not report are ``unknown``."""
@@ -121,7 +137,7 @@ def cpu_identity(torch_kernels: str | None = None) -> dict[str, str]:
         cpu_id = "unknown"
     flags = (info.get("flags") or info.get("Features") or "").split()
     isa = " ".join(sorted({f for f in flags if _dispatch_flag(f)})) if flags else "unknown"
-    out = {"cpu_vendor": vendor, "cpu_model": model, "cpu_id": cpu_id, "cpu_isa": isa}
+    out = {"cpu_vendor": vendor, "cpu_model": model, "cpu_id": cpu_id, "cpu_isa": isa, "cpu_caches": _cpu_caches()}
     settings = " ".join(f"{name}={os.environ[name]}" for name in KERNEL_VARIABLES if os.environ.get(name))
     if settings:
         out["cpu_kernel_env"] = settings

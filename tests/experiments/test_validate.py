@@ -270,7 +270,7 @@ def test_rows_record_the_cpu_and_a_fingerprint_of_it(monkeypatch):
     for name in KERNEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     versions = library_versions()
-    assert {"cpu_vendor", "cpu_model", "cpu_id", "cpu_isa", "cpu_fingerprint"} <= versions.keys()
+    assert {"cpu_vendor", "cpu_model", "cpu_id", "cpu_isa", "cpu_caches", "cpu_fingerprint"} <= versions.keys()
     assert "cpu_kernel_env" not in versions
     fingerprint = versions["cpu_fingerprint"]
     assert len(fingerprint) == 12 and int(fingerprint, 16) >= 0
