@@ -52,8 +52,8 @@ LIBRARIES = ("placement-gym", "openvino", "torch", "gymnasium", "stable-baseline
 
 
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a result depends on (and Python's), and the CPU kernels torch
-    runs here (:func:`torch_cpu_kernels`)."""
+    """Installed versions of the libraries a result depends on (and Python's), the CPU kernels torch
+    runs here (:func:`torch_cpu_kernels`) and the CPU itself (:func:`cpu_identity`)."""
     out = {}
     for name in LIBRARIES:
         try:
