@@ -47,6 +47,28 @@ def test_conversion_is_cached_with_its_version(fresh_cache):
     assert model.version == 1 and [tuple(i.get_shape()) for i in model.model.inputs] == [(1, 3, 16, 16)]
 
 
+def test_zoo_models_are_converted_in_a_child_process(fresh_cache, monkeypatch):
+    """The conversion's memory (PyTorch, the model, its heap) never enters the process that uses the IR."""
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("converted in the calling process")
+
+    monkeypatch.setattr("placement_gym.zoo.loading._convert_torch", not_here)
+    xml = ir_path("tiny_cnn")
+    meta = json.loads((xml.parent / "meta.json").read_text())
+    assert type(meta["torch"]) is str and meta["torch"] == str(torch.__version__)
+    assert load_model("tiny_cnn").version == MODELS["tiny_cnn"].version
+
+
+def test_the_conversion_sends_back_no_torch_objects(tmp_path):
+    """Unpickling a torch object (``torch.__version__`` is a str subclass of torch's) would import torch into
+    the process the metadata is sent back to."""
+    from placement_gym.zoo import loading
+
+    meta = loading._write_ir(MODELS["tiny_cnn"], tmp_path)
+    assert all(type(v).__module__ == "builtins" for v in meta.values())
+
+
 def test_corrupt_entry_is_detected_and_rebuilt(fresh_cache):
     xml = ir_path("tiny_cnn")
     bin_path = xml.with_suffix(".bin")
