@@ -60,6 +60,17 @@ def test_zoo_models_are_converted_in_a_child_process(fresh_cache, monkeypatch):
     assert load_model("tiny_cnn").version == MODELS["tiny_cnn"].version
 
 
+def test_converting_a_zoo_model_leaves_torch_out_of_the_process(fresh_cache):
+    """What a measured env's process holds after a cold make: no PyTorch (its libraries, its heap, the model)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from placement_gym.zoo import ir_path; ir_path('tiny_cnn'); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-1] == "False"
+    assert (fresh_cache / "ir").is_dir()
+
+
 def test_the_conversion_sends_back_no_torch_objects(tmp_path):
     """Unpickling a torch object (``torch.__version__`` is a str subclass of torch's) would import torch into
     the process the metadata is sent back to."""
