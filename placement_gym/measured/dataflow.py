@@ -8,9 +8,10 @@ different devices run concurrently. Two drivers start them (:data:`DRIVERS`): by
 and a queue of completions the calling thread reads; or one pinned worker thread per device.
 
 Tensors are not copied between segments: every source key (see :mod:`~placement_gym.measured.segments`)
-has one ``ov.Tensor`` for the executor's lifetime, set as the producer's output tensor and as every
-consumer's input tensor. Because a segment's inputs and outputs depend only on its op set, a compiled
-segment is wired once and reused, unchanged, by every placement that contains it.
+has one ``ov.Tensor`` while a kept compiled segment reads or writes it, set as the producer's output
+tensor and as every consumer's input tensor (the model's inputs and outputs keep theirs for the executor's
+lifetime). Because a segment's inputs and outputs depend only on its op set, a compiled segment is wired
+once and reused, unchanged, by every placement that contains it.
 
 Compiled segments are cached, keyed by op set and device configuration (devices that compile identically,
 such as the ``local`` platform's two virtual CPUs, share them), up to a bound in estimated bytes and/or
@@ -337,6 +338,10 @@ class PartitionedExecutor(Executor):
         self.stats = {"lookups": 0, "compiled": 0}
         self.run_timeout = run_timeout
         self._tensors: dict[Key, ov.Tensor] = {}
+        # kept compiled segments that read or write each key: a boundary tensor no kept segment uses is
+        # released (over many random placements most of BERT's op outputs are cut at a boundary: 155 MB)
+        self._users: dict[Key, int] = {}
+        self._permanent = set(self.index.outputs)  # read by outputs(); the inputs are the Parameters'
         for i, port in enumerate(model.inputs):
             data = np.ascontiguousarray(inputs[port.get_any_name()])
             self._tensors[param_key(i)] = ov.Tensor(data, shared_memory=True)
@@ -446,6 +451,8 @@ class PartitionedExecutor(Executor):
                 f"wiring a segment on {device.name} failed: {first_line(exc)}", cacheable=True
             ) from exc
         request.set_callback(self._done.put, key)
+        for k in {*segment.inputs, *segment.outputs}:
+            self._users[k] = self._users.get(k, 0) + 1
         entry = _Compiled(segment, request)
         self._compiled[key] = entry
         self._compiled_ops += len(segment.ops)
@@ -490,8 +497,17 @@ class PartitionedExecutor(Executor):
             self._drop(key)
 
     def _drop(self, key: tuple[int, bytes]) -> _Compiled:
-        """Remove ``key`` from the compiled-segment cache, with its ops and bytes."""
+        """Remove ``key`` from the compiled-segment cache, with its ops and bytes, and release the boundary
+        tensors no kept segment reads or writes any more."""
         entry = self._compiled.pop(key)
+        for k in {*entry.segment.inputs, *entry.segment.outputs}:
+            self._users[k] -= 1
+            if not self._users[k]:
+                del self._users[k]
+                if k[0] >= 0 and k not in self._permanent:
+                    # a plan still holding the evicted segment keeps the tensor through its infer request;
+                    # the segments wired later for this key share a new one
+                    del self._tensors[k]
         self._compiled_ops -= len(entry.segment.ops)
         self.compiled_bytes -= self._sizes.pop(key)
         del self._priority[key]
@@ -597,6 +613,7 @@ class PartitionedExecutor(Executor):
             self._stop_workers()  # runs _Workers.stop once and drops the finalizer
             self._workers = None
         self._compiled.clear()
+        self._users.clear()
         self._plans.clear()
         self._sizes.clear()
         self._priority.clear()

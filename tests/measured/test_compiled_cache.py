@@ -199,3 +199,24 @@ def test_a_segment_that_fails_on_a_compile_thread_is_remembered(tiny_cnn):
 def test_compile_threads_are_checked(tiny_cnn, platform):
     with pytest.raises(BackendError, match="compile_threads"):
         MeasuredBackend(tiny_cnn, tiny_cnn.coarsen("fused"), platform, compile_threads=0)
+
+
+def test_only_kept_segments_hold_boundary_tensors(tiny_bert, platform):
+    graph = tiny_bert.coarsen("fused")
+    backend = MeasuredBackend(tiny_bert, graph, platform, max_compiled_bytes=3 * COMPILED_OVERHEAD)
+    executor = backend.executor
+    reference = _reference(tiny_bert)
+    placements = _random_placements(graph, 4, seed=12)
+    held = executor.prepare(graph.expand(placements[-1]))  # a plan kept while its segments are evicted
+    dropped = 0
+    for placement in placements[:-1]:
+        _assert_same_outputs(backend, [placement], reference)
+        used = {k for p in executor._compiled.values() for k in (*p.segment.inputs, *p.segment.outputs)}
+        permanent = {k for k in executor._tensors if k[0] < 0} | set(executor.index.outputs)
+        assert set(executor._tensors) == used | permanent
+        dropped += len(executor.index.specs) - len(executor._tensors)
+    assert dropped > 0 and not any(p.segment.cache_key in executor._compiled for p in held.parts)
+    executor.run(held)  # its evicted segments still share their own tensors
+    for got, want in zip(executor.outputs(held), reference):
+        assert np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    backend.close()
