@@ -48,7 +48,10 @@ from placement_gym.errors import RecordError
 #: Evaluation counts at which a row keeps its history (best latency so far): 1, 2, 5, 10, 20, 50, ...
 CHECKPOINTS: tuple[int, ...] = tuple(m * 10**e for e in range(8) for m in (1, 2, 5))
 #: Libraries whose versions a row records.
-LIBRARIES = ("placement-gym", "openvino", "torch", "gymnasium", "stable-baselines3", "numpy")
+LIBRARIES = (
+    "placement-gym", "openvino", "torch", "gymnasium", "stable-baselines3", "numpy",
+    "torch-geometric", "sb3-contrib", "scipy", "numba",
+)  # fmt: skip
 
 
 def library_versions() -> dict[str, str]:
