@@ -32,8 +32,9 @@ WHY: dict[frozenset[str], str] = {
 #: Why the rows of a group in :data:`WHY` differ at a tier although the methods compute the same thing.
 DIFFER_WHY: dict[tuple[frozenset[str], str], str] = {
     (frozenset({"ppo_gnn", "maskable_ppo_gnn"}), "large"): (
-        "the two were made on two machines, and a learned method's rows rerun exactly only on the CPU type "
-        "that made them (docs/protocol.md). On the machine that made the `maskable_ppo_gnn` rows, `ppo_gnn` "
+        "the two were made on two machines, with other CPUs (a learned method's rows rerun exactly only on "
+        "the kind of CPU that made them, docs/protocol.md) and perhaps another torch_geometric version (rows "
+        "of that time do not record it). On the machine that made the `maskable_ppo_gnn` rows, `ppo_gnn` "
         "gives the `maskable_ppo_gnn` row exactly, at the `ppo_gnn` rows' own commit too (checked on "
         "`inception_v3/cpu-dgpu`, seed 0: 3857 evaluations, score 0.944, against 3821 and 0.956 in the "
         "stored `ppo_gnn` row)"

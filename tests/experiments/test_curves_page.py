@@ -82,6 +82,6 @@ def test_a_same_computation_pair_whose_rows_differ_is_named_with_the_cells_and_t
                for r in standard]  # fmt: skip
     text = "\n".join(identical_methods.note(changed, "large"))
     assert "`maskable_ppo_gnn` and `ppo_gnn` compute the same thing" in text
-    assert "differ in 12 of the 60 cells both have" in text and "CPU type" in text
+    assert "differ in 12 of the 60 cells both have" in text and "kind of CPU" in text
     assert "no reason is recorded here" in "\n".join(identical_methods.note(changed, "standard"))
     assert "rows differ" not in "\n".join(identical_methods.note(standard, "standard"))
