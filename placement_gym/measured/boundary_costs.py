@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from placement_gym.errors import BackendError
-from placement_gym.platforms import quiet
+import placement_gym.platforms.quiet as quiet
 from placement_gym.platforms.devices import Platform
 from placement_gym.platforms.machine import cores_key, machine_fingerprint, process_cores
 

@@ -328,7 +328,7 @@ def profile_record(
     import openvino as ov
 
     from placement_gym.cache import cached_entry
-    from placement_gym.platforms import quiet
+    import placement_gym.platforms.quiet as quiet
     from placement_gym.platforms.machine import machine_fingerprint
 
     made = []
