@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -205,31 +204,12 @@ def boundary_costs_entry(
     """
     import openvino as ov
 
-    from placement_gym.cache import cached_entry
-
-    fingerprint = machine_fingerprint()
     cores = process_cores()
-    key = boundaries_key(cores)
-
-    made = []
-
-    def write(directory: Path) -> dict[str, Any]:
-        made.append(True)
-        record, activity = quiet.measure_quietly(
-            lambda: measure_boundary_costs(platform), WHAT, allow_busy=allow_busy, cores=cores
-        )
-        (directory / "boundaries.json").write_text(json.dumps(record, indent=1))
-        return {
-            "fingerprint": fingerprint,
-            "cores": list(cores),
-            "openvino": ov.get_version(),
-            quiet.FIELD: activity,
-        }
-
-    directory, meta = cached_entry("platform", key, write, force=force)
-    activity = quiet.host_activity(meta, directory)
-    quiet.note_if_busy(key, activity, WHAT, "`placement-gym calibrate --boundaries-only`", bool(made))
-    return json.loads((directory / "boundaries.json").read_text()), activity
+    meta = {"fingerprint": machine_fingerprint(), "cores": list(cores), "openvino": ov.get_version()}
+    return quiet.cached_calibration(
+        boundaries_key(cores), "boundaries.json", lambda: measure_boundary_costs(platform), WHAT,
+        "`placement-gym calibrate --boundaries-only`", meta, allow_busy, cores, force,
+    )  # fmt: skip
 
 
 def boundary_costs(platform: Platform, force: bool = False, allow_busy: bool | None = None) -> dict[str, Any]:

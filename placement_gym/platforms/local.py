@@ -44,12 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import queue
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -266,32 +264,13 @@ def local_figures_entry(
     """
     import openvino as ov
 
-    from placement_gym.cache import cached_entry
-
     name, _, _ = cpu_info()
     cores = process_cores()
-    key = figures_key(cores)
-
-    made = []
-
-    def write(directory: Path) -> dict[str, Any]:
-        made.append(True)
-        figures, activity = quiet.measure_quietly(
-            lambda: measure_local_figures(), FIGURES_WHAT, allow_busy=allow_busy, cores=cores
-        )
-        (directory / "figures.json").write_text(json.dumps(figures, indent=1))
-        return {
-            "cpu": name,
-            "cpu_count": os.cpu_count(),
-            "cores": list(cores),
-            "openvino": ov.get_version(),
-            quiet.FIELD: activity,
-        }
-
-    directory, meta = cached_entry("platform", key, write, force=force)
-    record = quiet.host_activity(meta, directory)
-    quiet.note_if_busy(key, record, FIGURES_WHAT, "`placement-gym calibrate --boundaries-only`", bool(made))
-    return json.loads((directory / "figures.json").read_text()), record
+    meta = {"cpu": name, "cpu_count": os.cpu_count(), "cores": list(cores), "openvino": ov.get_version()}
+    return quiet.cached_calibration(
+        figures_key(cores), "figures.json", measure_local_figures, FIGURES_WHAT,
+        "`placement-gym calibrate --boundaries-only`", meta, allow_busy, cores, force,
+    )  # fmt: skip
 
 
 def local_figures(force: bool = False, allow_busy: bool | None = None) -> dict[str, float]:

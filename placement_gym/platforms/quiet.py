@@ -38,6 +38,7 @@ read as they are; their status is ``unknown``.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -307,3 +308,37 @@ def note_if_busy(key: str, record: dict[str, Any], what: str, fix: str, made: bo
     if record["status"] == "busy" and key not in _noted:
         _noted.add(key)
         _log.info("%s in use were %s; run %s on a quiet machine to replace them", what, describe(record), fix)
+
+
+def cached_calibration(
+    key: str,
+    filename: str,
+    measure: Callable[[], Any],
+    what: str,
+    fix: str,
+    meta: dict[str, Any],
+    allow_busy: bool | None,
+    cores: tuple[int, ...],
+    force: bool = False,
+) -> tuple[Any, dict[str, Any]]:
+    """A ``platform`` cache entry holding one JSON figure file: ``measure()`` run under
+    :func:`measure_quietly` when the entry is missing (or ``force``), stored as ``filename`` with ``meta``
+    and its host-activity record, and a note logged if the figures in use were measured on a busy host.
+
+    Returns:
+        ``(figures, record)``: the stored figures and their record (:func:`host_activity`).
+    """
+    from placement_gym.cache import cached_entry
+
+    made = []
+
+    def write(directory: Path) -> dict[str, Any]:
+        made.append(True)
+        figures, activity = measure_quietly(measure, what, allow_busy=allow_busy, cores=cores)
+        (directory / filename).write_text(json.dumps(figures, indent=1))
+        return {**meta, FIELD: activity}
+
+    directory, stored = cached_entry("platform", key, write, force=force)
+    record = host_activity(stored, directory)
+    note_if_busy(key, record, what, fix, bool(made))
+    return json.loads((directory / filename).read_text()), record
