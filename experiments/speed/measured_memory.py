@@ -21,16 +21,14 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import time
 from functools import lru_cache
 from typing import Any
 
-from experiments.speed.measured_env import unseen_actions
+from experiments.speed.measured_env import row_writer, step_parser, unseen_actions
 
 
 def _status_kb(fields: tuple[str, ...]) -> dict[str, int]:
@@ -129,14 +127,10 @@ def _release_free_memory() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = step_parser(__doc__, steps=20)
     parser.add_argument("--compile-threads", type=int, default=None)
     parser.add_argument("--max-compiled-mb", type=float, default=None)
     parser.add_argument("--trim", action="store_true")
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
     import gymnasium as gym
@@ -144,16 +138,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import placement_gym  # noqa: F401  (registers the IDs)
 
-    out = open(args.out, "a") if args.out else None
-    cores = len(os.sched_getaffinity(0))
-
-    def emit(row: dict) -> None:
-        row.update(env=args.env, cores=cores, load=os.getloadavg()[0])
-        line = json.dumps(row)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+    emit = row_writer(args.out, env=args.env, cores=len(os.sched_getaffinity(0)))
 
     settings: dict[str, Any] = {"compile_threads": args.compile_threads}
     if args.max_compiled_mb is not None:
