@@ -2,8 +2,8 @@
 
 One process per figure, so each make is a fresh start:
 
-* ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``--cache DIR``: the cache root to use;
-  an empty one gives the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
+* ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``PLACEMENT_GYM_CACHE=<empty dir>`` gives
+  the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
 * ``steps``: ``--steps N`` one-shot episodes (``reset`` + ``step``) with uniformly random, never-seen
   placements; per step its wall time, the latency, its relative 95% interval, the load average, the peak
   RSS so far and the proportional set size now (``pss_mb``: shared pages, such as one file mapped several
