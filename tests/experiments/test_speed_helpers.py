@@ -1,5 +1,6 @@
 """The helpers the speed scripts share: never-seen random placements, the measured-env scripts' parser and
-row writer, and the throughput ratio of two worker counts."""
+row writer, the throughput ratio of two worker counts, and the breakdown of the measuring workers' ratio
+into its factors."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.speed.measured_env import DEFAULT_ENV, row_writer, step_parser, unseen_actions
+from experiments.speed.measuring_workers import breakdown, factors
 from experiments.speed.ray_backend import rate_ratio
 
 
@@ -50,3 +52,58 @@ def test_rate_ratio_pools_the_runs_of_each_worker_count() -> None:
         {"workers": None, "cells": 99, "seconds": 1.0},  # a run without Ray counts for neither
     ]
     assert rate_ratio(rows, "cells", 1, 2) == pytest.approx((40 / 20) / (20 / 40))
+
+
+def _history(steps: list[tuple[float, list[float]]], in_process: bool = False) -> list[dict[str, str]]:
+    """history.csv rows: per vector step its time and each worker's evaluation seconds (the rows of a step
+    written a millisecond apart, as the listeners write them); ``in_process``: one env, no worker column."""
+    rows = []
+    for step, (wall, seconds) in enumerate(steps, 1):
+        for worker, s in enumerate(seconds):
+            rows.append(
+                {
+                    "evaluation": str(len(rows) + 1),
+                    "wall_s": f"{wall + 0.001 * worker:.3f}",
+                    "worker": "" if in_process else str(worker),
+                    "evaluation_s": str(s),
+                    "vector_step": "" if in_process else str(step),
+                }
+            )
+    return rows
+
+
+def test_the_measuring_workers_breakdown_multiplies_up_to_the_ratio() -> None:
+    one = breakdown(_history([(1.0, [9.0]), (2.0, [0.6]), (3.0, [0.8]), (4.0, [0.6]), (5.0, [0.8])], True))
+    assert one is not None and one["vector_steps"] == 4  # the first step (start-up) is left out
+    assert one["evaluation_s"] == pytest.approx(0.7) and one["max_evaluation_s"] == pytest.approx(0.7)
+    assert one["lockstep"] == pytest.approx(1.0) and one["vector_step_s"] == pytest.approx(1.0)
+    assert one["rest_s"] == pytest.approx(0.3) and one["steps_per_second"] == pytest.approx(1.0)
+    assert one["worker_evaluation_s"] == pytest.approx([0.7])
+    # 2 workers: step 3 waits 1.2 s for worker 1 while worker 0 took 0.8 s; steps every 1.5 s
+    two = breakdown(_history([(1.0, [0.3, 9.0]), (2.5, [0.8, 1.2]), (4.0, [1.0, 0.6]), (5.5, [0.9, 0.9])]))
+    assert two is not None and two["vector_steps"] == 3 and two["evaluations_per_step"] == 2
+    assert two["worker_evaluation_s"] == pytest.approx([0.9, 0.9])
+    assert two["step_max_evaluation_s"] == pytest.approx([1.2, 1.0, 0.9])
+    assert two["evaluation_s"] == pytest.approx(0.9) and two["max_evaluation_s"] == pytest.approx(3.1 / 3)
+    assert two["lockstep"] == pytest.approx(3.1 / 3 / 0.9) and two["vector_step_s"] == pytest.approx(1.5)
+    assert two["rest_s"] == pytest.approx(1.5 - 3.1 / 3) and two["steps_per_second"] == pytest.approx(2 / 1.5)
+    ratio = two["steps_per_second"] / one["steps_per_second"]
+    f = factors([one], [two], ratio * 0.9)  # a measured ratio 10% below the history's
+    assert f is not None and f["parallelism"] == pytest.approx(2.0)
+    assert f["contention"] == pytest.approx(0.9 / 0.7) and f["lockstep"] == pytest.approx(3.1 / 3 / 0.9)
+    assert f["overhead"] == pytest.approx((1.5 / (3.1 / 3)) / (1.0 / 0.7))
+    product = f["parallelism"] / (f["contention"] * f["lockstep"] * f["overhead"])
+    assert f["product_ratio"] == pytest.approx(product) == pytest.approx(ratio)
+    assert f["residual"] == pytest.approx(0.9)
+    assert f["rest_s"] == pytest.approx(1.5 - 3.1 / 3) and f["one_worker_rest_s"] == pytest.approx(0.3)
+
+
+def test_the_breakdown_needs_seconds_and_two_steps() -> None:
+    rows = _history([(1.0, [0.5, 0.5]), (2.0, [0.5, 0.5])])
+    assert breakdown(rows[:2]) is None  # one vector step: nothing after the first
+    rows[3]["evaluation_s"] = ""  # a simulated worker reports no seconds
+    assert breakdown(rows) is None
+    repeat = _history([(1.0, [0.5, 0.5]), (2.0, [0.4, 0.6]), (3.0, [0.2])])  # worker 1 repeated a placement
+    b = breakdown(repeat)
+    assert b is not None and b["evaluations_per_step"] == 1.5 and b["worker_evaluation_s"] == pytest.approx([0.3, 0.6])
+    assert factors([], [b], 1.0) is None
