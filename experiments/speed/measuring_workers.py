@@ -9,9 +9,9 @@ whose W env copies are measuring workers pinned to disjoint sets of C cores (the
 this process), each measuring on the ``local`` platform built for its cores. With C = 1 that platform is
 not the usual one: its two virtual CPUs share one core (a machine with 2 cores can only run 2 workers
 that way; 2 workers of the usual 2-core platform need 4 cores). From the run's ``history.csv`` (every
-evaluated placement with its wall time) a row gives ``steps_per_second``: training evaluations per second
-after the first vector step (before it: starting the workers, loading the model, calibrating each
-worker's platform, its single-device baselines, the first compiles), and ``first_step_s``, ``wall_s`` (the
+evaluated placement with its wall time and vector step) a row gives ``steps_per_second``: training
+evaluations per second after the first vector step (before it: starting the workers, loading the model,
+calibrating each worker's platform, its single-device baselines, the first compiles), and ``first_step_s``, ``wall_s`` (the
 whole command), the median latency of the training evaluations and the load average before and after.
 After the configurations, one ``ratio`` row per worker count: its steps per second over 1 worker's (means
 over repeats).
@@ -40,9 +40,9 @@ with ``parallelism`` = n_W / n_1 (the ideal ratio, W), ``contention`` = E_W / E_
 together / alone: the workers slowing each other, and also what each worker's placements and compile cache
 hold), ``lockstep`` = (M_W / E_W) / (M_1 / E_1) and ``overhead`` = (T_W / M_W) / (T_1 / M_1). The ``ratio``
 row gives these factors (each quantity a mean over repeats), their ``product_ratio`` and the ``residual``:
-the measured ``ratio`` / ``product_ratio``, which differs from 1 only by how the two rates are timed (from
-the first evaluation to the last one, and from the first step's first evaluation to the last step's first
-one) and by averaging rates rather than quantities over repeats.
+the measured ``ratio`` / ``product_ratio``, which differs from 1 only by how the two rates are timed (up to
+the last evaluation, and up to the last step's first one) and by averaging rates rather than quantities
+over repeats.
 
 ``agreement`` rows (``--agreement K``): K random placements and the single-device ones, measured by one
 pinned worker alone, then by W pinned workers at once (each measuring the same list at the same time),
@@ -77,6 +77,21 @@ DEFAULT_ENV = "DevicePlacement-resnet50-v1"
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def steps_per_second(training: list[dict[str, str]]) -> float | None:
+    """Training evaluations per second after the first vector step, from ``history.csv``'s training rows:
+    those of later steps over the time from the first evaluation to the last. The first step's evaluations
+    are told apart by ``vector_step`` (written one after another, the later ones a few ms after the first);
+    with one env, each evaluation is a step of its own."""
+    if not training:
+        return None
+    start, first = float(training[0]["wall_s"]), training[0].get("vector_step")
+    if first:
+        later = [float(r["wall_s"]) for r in training if r["vector_step"] != first]
+    else:
+        later = [float(r["wall_s"]) for r in training[1:]]
+    return len(later) / (later[-1] - start) if later and later[-1] > start else None
 
 
 def breakdown(training: list[dict[str, str]]) -> dict[str, Any] | None:
@@ -162,7 +177,6 @@ def train_row(
     best = json.loads((out / "best_placement.json").read_text())
     training = rows[:-1]  # the last evaluation is the trained policy's final placement
     times = [float(r["wall_s"]) for r in training]
-    later = [t for t in times if t > times[0]]
     latencies = [float(r["latency_s"]) for r in training if r["feasible"] == "1"]
     return {
         "figure": "train",
@@ -173,7 +187,7 @@ def train_row(
         "budget": budget,
         "seed": seed,
         "evaluations": len(rows),
-        "steps_per_second": len(later) / (later[-1] - times[0]) if later else None,
+        "steps_per_second": steps_per_second(training),
         "first_step_s": times[0] if times else None,
         "sb3_steps_per_second": best.get("steps_per_second"),
         "median_latency_ms": median(latencies) * 1e3 if latencies else None,

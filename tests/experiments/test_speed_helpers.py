@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.speed.measured_env import DEFAULT_ENV, row_writer, step_parser, unseen_actions
-from experiments.speed.measuring_workers import breakdown, factors
+from experiments.speed.measuring_workers import breakdown, factors, steps_per_second
 from experiments.speed.ray_backend import rate_ratio
 
 
@@ -107,3 +107,12 @@ def test_the_breakdown_needs_seconds_and_two_steps() -> None:
     b = breakdown(repeat)
     assert b is not None and b["evaluations_per_step"] == 1.5 and b["worker_evaluation_s"] == pytest.approx([0.3, 0.6])
     assert factors([], [b], 1.0) is None
+
+
+def test_the_rate_leaves_out_every_evaluation_of_the_first_vector_step() -> None:
+    """Worker 1's row of the first step is written 1 ms after worker 0's: it is still the first step."""
+    two = _history([(1.0, [0.3, 9.0]), (2.5, [0.8, 1.2]), (4.0, [1.0, 0.6])])
+    assert float(two[1]["wall_s"]) > float(two[0]["wall_s"])
+    assert steps_per_second(two) == pytest.approx(4 / 3.001)  # 4 evaluations, to the last one's time
+    one = _history([(1.0, [9.0]), (2.0, [0.6]), (3.0, [0.8])], in_process=True)
+    assert steps_per_second(one) == pytest.approx(1.0) and steps_per_second(one[:1]) is None
