@@ -62,7 +62,8 @@ class BudgetCallback(BaseCallback):
     Evaluations made in this process are counted by the problems the trackers watch; with ``remote=True``
     (the envs live in ``SubprocVecEnv`` workers) the callback records each step's evaluations from the infos,
     with the env copy's index, the vector step (counted from 1) and the seconds the copy's backend spent
-    (``info["evaluation_s"]`` of a measured env) for the trackers' listeners (:class:`~placement_gym.budget.Run`).
+    (``info["evaluation_s"]`` of a measured env) for the trackers' listeners
+    (:class:`~placement_gym.budget.Run`).
     One tracker watches one task; several (:func:`agents.sb3.multitask.train_multitask`) share ``limit``.
 
     Args:

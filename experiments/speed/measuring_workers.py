@@ -11,8 +11,9 @@ not the usual one: its two virtual CPUs share one core (a machine with 2 cores c
 that way; 2 workers of the usual 2-core platform need 4 cores). From the run's ``history.csv`` (every
 evaluated placement with its wall time and vector step) a row gives ``steps_per_second``: training
 evaluations per second after the first vector step (before it: starting the workers, loading the model,
-calibrating each worker's platform, its single-device baselines, the first compiles), and ``first_step_s``, ``wall_s`` (the
-whole command), the median latency of the training evaluations and the load average before and after.
+calibrating each worker's platform, its single-device baselines, the first compiles), and
+``first_step_s``, ``wall_s`` (the whole command), the median latency of the training evaluations and the
+load average before and after.
 After the configurations, one ``ratio`` row per worker count: its steps per second over 1 worker's (means
 over repeats).
 
