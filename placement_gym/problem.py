@@ -552,12 +552,19 @@ class PlacementProblem:
         batch = self.validate_batch(placements)
         if not len(batch):
             return []
-        distinct, first, inverse = np.unique(batch, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first)  # evaluate distinct placements in order of first appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        evaluations = self._evaluate_distinct(distinct[order], len(batch))
-        return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
+        # the distinct placements in order of first appearance, and each row's index among them, found by the
+        # rows' bytes (np.unique(axis=0) sorts a structured view of the batch: slow for the small batches
+        # searches send one after another)
+        index: dict[bytes, int] = {}
+        first: list[int] = []
+        inverse = []
+        for i, row in enumerate(batch):
+            j = index.setdefault(row.tobytes(), len(first))
+            if j == len(first):
+                first.append(i)
+            inverse.append(j)
+        evaluations = self._evaluate_distinct(batch[first], len(batch))
+        return [evaluations[j] for j in inverse]
 
     def _evaluate_distinct(self, distinct: np.ndarray, requests: int) -> list[Evaluation]:
         """Evaluate validated, pairwise distinct placements ``(B, G)`` (of a request of ``requests`` rows):
