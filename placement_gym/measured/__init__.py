@@ -11,3 +11,8 @@
   confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile;
 * :mod:`.workers`: several measuring processes at once, each pinned to cores of its own.
 """
+
+from placement_gym.measured.allocator import limit_malloc_arenas
+
+#: The malloc arenas this process is capped at (:mod:`.allocator`), or None where none was set.
+MALLOC_ARENAS = limit_malloc_arenas()
