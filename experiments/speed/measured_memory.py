@@ -8,7 +8,8 @@ the first ``reset`` and after every step, with the process's memory in MB
 ``mmapped``) and the partitioned executor's cache: compiled segments kept (``compiled``), their estimated
 MB (``estimated``), the segments of the step's placement (``segments``) and how many were new (``new``).
 With ``--trim`` a last line gives the figures after the allocator's free memory was handed back
-(``malloc_trim``), which tells free-but-resident memory from memory in use.
+(``malloc_trim``), which tells free-but-resident memory from memory in use, and the wall ``seconds`` that
+took.
 
 ``--compile-threads`` and ``--max-compiled-mb`` pass those backend settings (default: the env's own).
 Rows are appended to ``--out`` (JSON lines) as they come. RSS does not depend on timing, so the figures can
@@ -165,8 +166,10 @@ def main(argv: list[str] | None = None) -> None:
         row.update(memory_figures(), **cache(), latency=info.get("latency"))
         emit(row)
     if args.trim:
+        start = time.perf_counter()
         released = _release_free_memory()
-        emit({"figure": "trimmed", "released": released, **memory_figures(), **cache()})
+        seconds = round(time.perf_counter() - start, 4)
+        emit({"figure": "trimmed", "released": released, "seconds": seconds, **memory_figures(), **cache()})
     env.close()
 
 
