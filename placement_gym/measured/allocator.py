@@ -1,10 +1,11 @@
 """How many malloc arenas the process's threads share (glibc only).
 
 glibc gives a thread that allocates an arena of its own, up to eight per CPU of the machine (16 on two
-cores, whatever the process's affinity). A measured env has hundreds of threads (OpenVINO's per compiled segment, the compile threads,
-the devices' run threads) that allocate and free compiled segments' memory as the compiled-segment cache
-changes, and each arena keeps its own free memory, fragmented, resident where its pages were touched: on
-two cores the process's resident memory crept up step after step although the memory in use did not.
+cores, whatever the process's affinity). A measured env has hundreds of threads (OpenVINO's, about two per
+kept compiled segment; the compile threads; the devices' run threads) that allocate and free compiled
+segments' memory as the compiled-segment cache turns over, and each arena keeps its own free memory,
+fragmented, resident where live blocks share its pages: on two cores the process's resident memory crept
+up step after step although the memory in use did not.
 :func:`limit_malloc_arenas` caps the arenas at one per CPU the process may run on (at least two), which
 keeps what a measured env holds flat; it is applied when :mod:`placement_gym.measured` is imported, before
 OpenVINO is. It changes where freed memory is kept, not what is compiled or run (and a placement's
