@@ -10,6 +10,7 @@
 * :mod:`.timing`: the timing protocol (adaptive, drift-corrected), :mod:`.stats`: the median and its
   confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile;
 * :mod:`.workers`: several measuring processes at once, each pinned to cores of its own.
+* :mod:`.allocator`: the cap on glibc's malloc arenas this package sets when it is imported.
 """
 
 from placement_gym.measured.allocator import limit_malloc_arenas
