@@ -30,7 +30,8 @@ STALL_REQUESTS = 2_000
 #: Evaluation requests a run may make in all, as a multiple of its budget of distinct placements.
 REQUEST_MULTIPLE = 5
 
-#: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees.
+#: Called as ``fn(tracker, placement, latency, feasible)`` after every evaluation the tracker sees; the
+#: tracker's ``worker``, ``vector_step`` and ``evaluation_s`` describe that evaluation (see :class:`Run`).
 TrackerListener = Callable[["Run", np.ndarray, float, bool], None]
 
 
@@ -58,6 +59,11 @@ class Run:
             included; also while a nested run decides).
         streak: Requests in a row without a new placement (counted while this run's guard decides).
         stalled: Whether the run ended by the stall rule.
+        worker, vector_step, evaluation_s: The evaluation being reported to the listeners: the index of
+            the env copy (a vector env's worker) that made it and the vector env's step (counted from 1),
+            for one recorded from another process (``None`` for one made in this process), and the wall
+            seconds the backend spent on it (:attr:`PlacementProblem.last_evaluation_s`; from another
+            process, what it reported; ``None`` if unknown).
     """
 
     def __init__(
@@ -91,6 +97,9 @@ class Run:
         self.best_latency = float("inf")
         self.best_placement: np.ndarray | None = None
         self.history: list[tuple[int, float]] = []
+        self.worker: int | None = None
+        self.vector_step: int | None = None
+        self.evaluation_s: float | None = None
         #: Called after every evaluation (progress bars, TensorBoard); set by the caller of ``place``.
         self.listeners: list[TrackerListener] = []
         self._detached = False
@@ -154,10 +163,24 @@ class Run:
     def _observe(self, placement: np.ndarray, evaluation: Evaluation) -> None:
         if self._remote_seen and placement.tobytes() in self._remote_seen:
             return  # evaluated in a worker process before: a repeat within the run
-        self._count(placement, evaluation.latency, evaluation.feasible)
+        seconds = self.problem.last_evaluation_s  # of this placement: the problem reports right after it
+        self._count(placement, evaluation.latency, evaluation.feasible, None, None, seconds)
 
-    def record(self, placement: np.ndarray, latency: float, feasible: bool) -> bool:
+    def record(
+        self,
+        placement: np.ndarray,
+        latency: float,
+        feasible: bool,
+        *,
+        worker: int | None = None,
+        vector_step: int | None = None,
+        evaluation_s: float | None = None,
+    ) -> bool:
         """Count an evaluation made in another process, unless the run has recorded the placement before.
+
+        ``worker``, ``vector_step`` and ``evaluation_s`` say which env copy made it, in which step of the
+        vector env, and the wall seconds its backend spent on it; the listeners read them from the tracker
+        (nothing else depends on them).
 
         Returns:
             True if it was counted (a new placement).
@@ -172,10 +195,19 @@ class Run:
         self._remote_seen[key] = None
         if len(self._remote_seen) > MEMO_SIZE:
             del self._remote_seen[next(iter(self._remote_seen))]
-        self._count(placement, latency, feasible)
+        self._count(placement, latency, feasible, worker, vector_step, evaluation_s)
         return True
 
-    def _count(self, placement: np.ndarray, latency: float, feasible: bool) -> None:
+    def _count(
+        self,
+        placement: np.ndarray,
+        latency: float,
+        feasible: bool,
+        worker: int | None,
+        vector_step: int | None,
+        evaluation_s: float | None,
+    ) -> None:
+        self.worker, self.vector_step, self.evaluation_s = worker, vector_step, evaluation_s
         self.used += 1
         if feasible and latency < self.best_latency:
             self.best_latency, self.best_placement = float(latency), np.array(placement, dtype=np.int64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -91,6 +92,12 @@ class PlacementProblem:
         baseline_evaluations: Single-device placements evaluated to find the baseline (at most ``D``).
         cache_hits: Evaluations the backend answered from its cache.
         best_latency, best_placement: The fastest feasible placement evaluated so far.
+        last_evaluation_s: Wall seconds the backend spent on the placement this problem evaluated last
+            (:meth:`evaluate`, :meth:`evaluate_valid`, a batch of one): for a measured backend its
+            compile or preparation, warm-up and timed runs, near zero when its result cache answers;
+            0.0 for a repeat the memo answers; ``None`` before the first evaluation and after a batch of
+            several placements (evaluated in one call, not timed one by one). Read it right after the
+            call (the env's ``info["evaluation_s"]``); a wall time, so never part of a result.
         listeners: Called after every evaluation (budget trackers, progress bars); read-only, see
             :meth:`add_listener`.
 
@@ -125,6 +132,7 @@ class PlacementProblem:
         self.cache_hits = 0
         self.best_latency = math.inf
         self.best_placement: np.ndarray | None = None
+        self.last_evaluation_s: float | None = None
         self._listeners: list[Listener] = []
         self._seal: str | None = None  # the track of the protocol run that sealed this problem
         self._seal_base = 0  # the guards from this index on belong to the sealed run and its nested ones
@@ -520,9 +528,12 @@ class PlacementProblem:
             known = self._recall(key)
             if known is not None:  # a repeat in this run: free, but a request all the same
                 self._ask_guards(0, 1)
+                self.last_evaluation_s = 0.0
                 return known
             self._ask_guards(1, 1)
+            start = time.perf_counter()
             result = self._backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
+            self.last_evaluation_s = time.perf_counter() - start
             evaluation = Evaluation(result, self._reward(result))
             self._remember(key, evaluation)
             self._count(placement, evaluation)
@@ -541,12 +552,19 @@ class PlacementProblem:
         batch = self.validate_batch(placements)
         if not len(batch):
             return []
-        distinct, first, inverse = np.unique(batch, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first)  # evaluate distinct placements in order of first appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        evaluations = self._evaluate_distinct(distinct[order], len(batch))
-        return [evaluations[i] for i in rank[np.asarray(inverse).reshape(-1)]]
+        # the distinct placements in order of first appearance, and each row's index among them, found by the
+        # rows' bytes (np.unique(axis=0) sorts a structured view of the batch: slow for the small batches
+        # searches send one after another)
+        index: dict[bytes, int] = {}
+        first: list[int] = []
+        inverse = []
+        for i, row in enumerate(batch):
+            j = index.setdefault(row.tobytes(), len(first))
+            if j == len(first):
+                first.append(i)
+            inverse.append(j)
+        evaluations = self._evaluate_distinct(batch[first], len(batch))
+        return [evaluations[j] for j in inverse]
 
     def _evaluate_distinct(self, distinct: np.ndarray, requests: int) -> list[Evaluation]:
         """Evaluate validated, pairwise distinct placements ``(B, G)`` (of a request of ``requests`` rows):
@@ -559,6 +577,10 @@ class PlacementProblem:
         new = [i for i, key in enumerate(keys) if key not in self._memo]
         self._ask_guards(len(new), requests)
         fresh = self._backend_evaluate(distinct[new]) if new else []
+        if len(distinct) > 1:  # several placements in one call: not timed one by one
+            self.last_evaluation_s = None
+        elif not new:
+            self.last_evaluation_s = 0.0
         out: list[Evaluation | None] = [None] * len(distinct)
         for i, evaluation in zip(new, fresh):
             out[i] = evaluation
@@ -599,7 +621,9 @@ class PlacementProblem:
     def _backend_evaluate(self, distinct: np.ndarray) -> list[Evaluation]:
         """Evaluate ``(B, G)`` placements in one backend call (not counted)."""
         if len(distinct) == 1:  # the one-placement path of a backend is its fastest
+            start = time.perf_counter()
             results = [self._backend.evaluate_valid(distinct[0])]
+            self.last_evaluation_s = time.perf_counter() - start
         else:
             results = self._backend.evaluate_batch(distinct)
         if len(results) != len(distinct):

@@ -16,6 +16,10 @@ if "PLACEMENT_GYM_CACHE" not in os.environ:
 # busy host (recorded as such) instead of failing tests that are not about it. The tests of that check
 # (tests/platforms/test_quiet.py) set it themselves; PLACEMENT_GYM_ALLOW_BUSY=0 keeps the check on for a run.
 os.environ.setdefault("PLACEMENT_GYM_ALLOW_BUSY", "1")
+# Zoo models are converted in this process, not in a child that imports PyTorch and OpenVINO afresh (several
+# seconds a conversion, paid for every model in every empty cache the suite makes). The tests of the child
+# process and of its memory purpose (tests/zoo/test_zoo.py) unset it themselves.
+os.environ.setdefault("PLACEMENT_GYM_CONVERT_IN_PROCESS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,10 @@ class BudgetCallback(BaseCallback):
     """Stops training as soon as one more vectorised step could take the trackers past ``limit`` evaluations.
 
     Evaluations made in this process are counted by the problems the trackers watch; with ``remote=True``
-    (the envs live in ``SubprocVecEnv`` workers) the callback records each step's evaluations from the infos.
+    (the envs live in ``SubprocVecEnv`` workers) the callback records each step's evaluations from the infos,
+    with the env copy's index, the vector step (counted from 1) and the seconds the copy's backend spent
+    (``info["evaluation_s"]`` of a measured env) for the trackers' listeners
+    (:class:`~placement_gym.budget.Run`).
     One tracker watches one task; several (:func:`agents.sb3.multitask.train_multitask`) share ``limit``.
 
     Args:
@@ -85,9 +88,16 @@ class BudgetCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.remote:
-            for info in self.locals["infos"]:
+            for worker, info in enumerate(self.locals["infos"]):
                 if "latency" in info:
-                    self.trackers[0].record(info["placement"], info["latency"], info["feasible"])
+                    self.trackers[0].record(
+                        info["placement"],
+                        info["latency"],
+                        info["feasible"],
+                        worker=worker,
+                        vector_step=self.n_calls,
+                        evaluation_s=info.get("evaluation_s"),
+                    )
         if any(t.stalled for t in self.trackers):  # an env wrapper caught the stall: training ends too
             return False
         return self.limit is None or sum(t.used for t in self.trackers) + self.n_envs <= self.limit

@@ -4,7 +4,14 @@ Writes into ``--out``:
     best_placement.json   the best placement so far (rewritten atomically on every improvement, so an
                           interrupted run keeps it), with latency, model (for a model file: its path and
                           SHA-256), graph version and platform
-    history.csv           evaluations and latency of every evaluated placement
+    history.csv           one row per evaluated placement: evaluation (its number), latency_s, feasible,
+                          best_latency_s, wall_s (seconds since the run started), worker (the env copy,
+                          i.e. measuring worker, that evaluated it: its index in the vector env; empty for
+                          an evaluation made in this process, as with one env), evaluation_s (the wall
+                          seconds its backend spent on it, compiles and timed runs included; empty where
+                          it was not timed alone: a batch evaluated in one call, a worker's simulated
+                          env) and vector_step (the vector env's step, from 1, whose evaluations share
+                          it; empty with worker)
     tb/                   TensorBoard scalars: latency and best latency per evaluation (every method);
                           Stable-Baselines3 learners also log their training scalars (losses, entropy)
     checkpoints/          learners only: Stable-Baselines3 policies every ``--checkpoint-every``
@@ -59,6 +66,10 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+#: The columns of ``history.csv`` (the module docstring says what each holds); new ones are added at the end.
+HISTORY_HEADER = "evaluation,latency_s,feasible,best_latency_s,wall_s,worker,evaluation_s,vector_step"
+
+
 class RunLogger:
     """A :class:`BudgetTracker` listener: progress bar, TensorBoard, history CSV and best-placement JSON."""
 
@@ -77,7 +88,7 @@ class RunLogger:
             raise ConfigError(
                 f"{out / 'history.csv'} already exists (another run writes into {out}); choose another --out"
             ) from None
-        self.history.write("evaluation,latency_s,feasible,best_latency_s,wall_s\n")
+        self.history.write(f"{HISTORY_HEADER}\n")
         # the bar appears with the first evaluation: a run refused before it prints only its one error line
         self._bar_kwargs = dict(total=budget, disable=not progress, unit="eval", dynamic_ncols=True)
         self._bar: Any = None
@@ -99,8 +110,12 @@ class RunLogger:
         if feasible:
             self.writer.add_scalar("eval/latency_ms", latency * 1e3, step)
         self.writer.add_scalar("eval/best_latency_ms", tracker.best_latency * 1e3, step)
+        worker = "" if tracker.worker is None else tracker.worker
+        seconds = "" if tracker.evaluation_s is None else f"{tracker.evaluation_s:.6f}"
+        vector_step = "" if tracker.vector_step is None else tracker.vector_step
         self.history.write(
-            f"{step},{latency},{int(feasible)},{tracker.best_latency},{time.perf_counter() - self.start:.3f}\n"
+            f"{step},{latency},{int(feasible)},{tracker.best_latency},{time.perf_counter() - self.start:.3f},"
+            f"{worker},{seconds},{vector_step}\n"
         )
         self.bar.update(1)
         self.evaluations = step

@@ -291,7 +291,9 @@ def rescore(
             stored per-layer profile and profiles a model that has none (a measurement).
 
     Returns:
-        The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how.
+        The payload with new summaries (and simulated latencies), ``meta["rescored"]`` saying how; a
+        re-simulated model's ``cost_model["resimulated_with"]`` records the profiles and platform
+        calibrations it used (their per-op sums, dates and host activity).
     """
     from placement_gym.simulation.partition_costs import PartitionCosts
 
@@ -318,6 +320,7 @@ def rescore(
                 row["simulated"] = float(lat) if np.isfinite(lat) else None
             meta["partition_costs"] = figures.as_dict()
             meta["schedule"] = schedule or "groups"
+            meta["resimulated_with"] = _calibrations_used(data, fitted is None)
         old = res["summary"]
         summary = full_summary(rows, payload["meta"]["command"]["replicates"], old.get("reference_level"))
         keep = ("groups", "load_before", "load_after", "wall_seconds", "profile", "profile_warnings")
@@ -327,6 +330,30 @@ def rescore(
                                             "costs": str(costs) if costs else None,
                                             "schedule": schedule}}  # fmt: skip
     return {"meta": meta, "models": models}
+
+
+def _calibrations_used(data: Any, platform_figures: bool) -> dict[str, Any]:
+    """What a re-simulation used, from the cache (nothing measured): each device's per-layer profile (its
+    per-op sum, when and how quietly it was taken) and, with ``platform_figures``, the ``local`` platform's
+    calibrations of this process's cores (how quietly each was measured)."""
+    from placement_gym.measured.profiling import profile_record
+    from placement_gym.platforms.local import calibration_records
+
+    profiles = {}
+    for device in data.platform.devices:
+        _, record, _ = profile_record(data.bench, device)
+        activity = record.get("host_activity", {})
+        profiles[device.name] = {
+            "layer_sum": record.get("layer_sum"),
+            "profiled_at": record.get("profiled_at"),
+            "host": activity.get("status"),
+            "others_share": activity.get("others_share"),
+        }
+    used: dict[str, Any] = {"profiles": profiles}
+    if platform_figures:
+        fields = ("status", "measured_at", "others_share")
+        used["platform"] = {what: {k: r.get(k) for k in fields} for what, r in calibration_records()}
+    return used
 
 
 def write(out: Path, payload: dict[str, Any], lines: list[str]) -> None:

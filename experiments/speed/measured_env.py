@@ -2,8 +2,8 @@
 
 One process per figure, so each make is a fresh start:
 
-* ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``--cache DIR``: the cache root to use;
-  an empty one gives the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
+* ``make``: wall time of ``gym.make(ENV_ID)`` after the imports (``PLACEMENT_GYM_CACHE=<empty dir>`` gives
+  the cold figure: conversion, graphs, the ``local`` platform's figures and profiles);
 * ``steps``: ``--steps N`` one-shot episodes (``reset`` + ``step``) with uniformly random, never-seen
   placements; per step its wall time, the latency, its relative 95% interval, the load average, the peak
   RSS so far and the proportional set size now (``pss_mb``: shared pages, such as one file mapped several
@@ -24,8 +24,11 @@ import json
 import os
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+#: The env the measured-env speed scripts time unless ``--env`` says otherwise.
+DEFAULT_ENV = "DevicePlacement-bert-local-measured-v1"
 
 
 def _pss_mb() -> float | None:
@@ -52,24 +55,40 @@ def unseen_actions(nvec: Any, rng: Any, count: int) -> Iterator[Any]:
         yield action
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
-    parser.add_argument("--steps", type=int, default=0)
-    parser.add_argument("--executor", default=None)
-    parser.add_argument("--max-blob-bytes", type=int, default=None)
+def step_parser(doc: str, steps: int) -> argparse.ArgumentParser:
+    """The parser of a measured-env speed script (described by the first line of ``doc``) with the options
+    they all take: ``--env``, ``--steps`` (default ``steps``), ``--seed`` and ``--out`` (the JSON-lines
+    file rows are appended to)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--env", default=DEFAULT_ENV)
+    parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    out = open(args.out, "a") if args.out else None
+    return parser
+
+
+def row_writer(path: str | None, **fields: Any) -> Callable[[dict], None]:
+    """A function that adds ``fields`` and the 1-minute load average to a row, prints it as a JSON line and
+    appends it to ``path`` (if given) at once, so a long run can be read while it runs."""
+    out = open(path, "a") if path else None
 
     def emit(row: dict) -> None:
-        row.update(env=args.env, executor=args.executor, load=os.getloadavg()[0])
+        row.update(fields, load=os.getloadavg()[0])
         line = json.dumps(row)
         print(line, flush=True)
         if out:
             out.write(line + "\n")
             out.flush()
+
+    return emit
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = step_parser(__doc__, steps=0)
+    parser.add_argument("--executor", default=None)
+    parser.add_argument("--max-blob-bytes", type=int, default=None)
+    args = parser.parse_args(argv)
+    emit = row_writer(args.out, env=args.env, executor=args.executor)
 
     start = time.perf_counter()
     import gymnasium as gym

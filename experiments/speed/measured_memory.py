@@ -8,7 +8,8 @@ the first ``reset`` and after every step, with the process's memory in MB
 ``mmapped``) and the partitioned executor's cache: compiled segments kept (``compiled``), their estimated
 MB (``estimated``), the segments of the step's placement (``segments``) and how many were new (``new``).
 With ``--trim`` a last line gives the figures after the allocator's free memory was handed back
-(``malloc_trim``), which tells free-but-resident memory from memory in use.
+(``malloc_trim``), which tells free-but-resident memory from memory in use, and the wall ``seconds`` that
+took.
 
 ``--compile-threads`` and ``--max-compiled-mb`` pass those backend settings (default: the env's own).
 Rows are appended to ``--out`` (JSON lines) as they come. RSS does not depend on timing, so the figures can
@@ -21,16 +22,14 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import time
 from functools import lru_cache
 from typing import Any
 
-from experiments.speed.measured_env import unseen_actions
+from experiments.speed.measured_env import row_writer, step_parser, unseen_actions
 
 
 def _status_kb(fields: tuple[str, ...]) -> dict[str, int]:
@@ -129,14 +128,10 @@ def _release_free_memory() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = step_parser(__doc__, steps=20)
     parser.add_argument("--compile-threads", type=int, default=None)
     parser.add_argument("--max-compiled-mb", type=float, default=None)
     parser.add_argument("--trim", action="store_true")
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
     import gymnasium as gym
@@ -144,16 +139,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import placement_gym  # noqa: F401  (registers the IDs)
 
-    out = open(args.out, "a") if args.out else None
-    cores = len(os.sched_getaffinity(0))
-
-    def emit(row: dict) -> None:
-        row.update(env=args.env, cores=cores, load=os.getloadavg()[0])
-        line = json.dumps(row)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+    emit = row_writer(args.out, env=args.env, cores=len(os.sched_getaffinity(0)))
 
     settings: dict[str, Any] = {"compile_threads": args.compile_threads}
     if args.max_compiled_mb is not None:
@@ -180,8 +166,10 @@ def main(argv: list[str] | None = None) -> None:
         row.update(memory_figures(), **cache(), latency=info.get("latency"))
         emit(row)
     if args.trim:
+        start = time.perf_counter()
         released = _release_free_memory()
-        emit({"figure": "trimmed", "released": released, **memory_figures(), **cache()})
+        seconds = round(time.perf_counter() - start, 4)
+        emit({"figure": "trimmed", "released": released, "seconds": seconds, **memory_figures(), **cache()})
     env.close()
 
 

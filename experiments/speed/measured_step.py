@@ -33,17 +33,14 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
-import os
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from experiments.speed.measured_env import unseen_actions
+from experiments.speed.measured_env import row_writer, step_parser, unseen_actions
 
 
 class _Clock:
@@ -69,14 +66,10 @@ class _Clock:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="DevicePlacement-bert-local-measured-v1")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = step_parser(__doc__, steps=20)
     parser.add_argument("--compile-threads", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--max-blob-bytes", type=int, default=None)
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
     import gymnasium as gym
@@ -85,15 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     import placement_gym  # noqa: F401  (registers the IDs)
     import placement_gym.measured.backend as backend_module
 
-    out = open(args.out, "a") if args.out else None
-
-    def emit(row: dict) -> None:
-        row.update(env=args.env, load=os.getloadavg()[0])
-        line = json.dumps(row)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+    emit = row_writer(args.out, env=args.env)
 
     settings = {"compile_threads": args.compile_threads, "warmup": args.warmup, "max_blob_bytes": args.max_blob_bytes}
     kwargs = {k: v for k, v in settings.items() if v is not None}

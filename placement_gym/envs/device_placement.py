@@ -122,9 +122,13 @@ class DevicePlacementEnv(gym.Env):
     seconds and timed runs; 0 for the simulator), ``latency_ci_ms`` and ``latency_rel_ci`` (half-width of the
     95% confidence interval of ``latency``, in ms and relative to it; 0 for the simulator and for
     infeasible placements), ``placement`` (the ``(G,)`` placement evaluated, unplaced groups on the host)
-    and, for nondeterministic (measured) backends only, ``cached`` (answered from the result cache) and
-    ``host_load`` (the 1-minute load average when it was measured, ``None`` if unknown), so that a
-    simulated env's info is a function of seed and actions alone.
+    and, for nondeterministic (measured) backends only, ``cached`` (answered from the result cache),
+    ``host_load`` (the 1-minute load average when it was measured, ``None`` if unknown) and
+    ``evaluation_s`` (the wall seconds the step spent evaluating its placement in the backend: compiling or
+    preparing the segments, warm-up and timed runs; near zero when the result cache answered, 0.0 for a
+    placement the run evaluated before; what the step cost, not part of any result), so that a simulated
+    env's info is a function of seed and actions alone (its evaluation time is
+    ``problem.last_evaluation_s``).
 
     ## Starting State
 
@@ -177,7 +181,7 @@ class DevicePlacementEnv(gym.Env):
       is one runtime layer; ``bert``'s fused graph has 206 groups instead of 267 (``inception_v3`` and
       ``resnet50`` are unchanged). Results recorded with 267 BERT groups were made with the old rule.
       ``DevicePlacementSim-<model>-v0`` now names its platform ``cpu-dgpu-v0`` (the same figures).
-      Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci`` and ``host_load``.
+      Measured envs: info gained ``latency_ci_ms``, ``latency_rel_ci``, ``host_load`` and ``evaluation_s``.
       ``DevicePlacement-<model>-v0`` (now ``DevicePlacement-<model>-local-measured-v0``) keeps the first
       measurement protocol (a fixed 5 runs per placement, ``placement_gym.MEASURED_V0_PROTOCOL``);
       ``DevicePlacement-v0`` takes the backend's current defaults.
@@ -351,6 +355,7 @@ class DevicePlacementEnv(gym.Env):
             # check); whether its answer came from a cache does not change it. See problem.stats().
             info["cached"] = res.cached
             info["host_load"] = res.host_load
+            info["evaluation_s"] = self.problem.last_evaluation_s  # set by the evaluation just made
         return info
 
     # ------------------------------------------------------------------ Gymnasium API

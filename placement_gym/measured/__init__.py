@@ -10,4 +10,10 @@
 * :mod:`.timing`: the timing protocol (adaptive, drift-corrected), :mod:`.stats`: the median and its
   confidence interval; :mod:`.profiling`: validated per-op times from the runtime's per-layer profile;
 * :mod:`.workers`: several measuring processes at once, each pinned to cores of its own.
+* :mod:`.allocator`: the cap on glibc's malloc arenas this package sets when it is imported.
 """
+
+from placement_gym.measured.allocator import limit_malloc_arenas
+
+#: The malloc arenas this process is capped at (:mod:`.allocator`), or None where none was set.
+MALLOC_ARENAS = limit_malloc_arenas()

@@ -5,7 +5,10 @@ name, recipe version and OpenVINO version. A zoo model is converted in a child p
 (:func:`~placement_gym.isolation.run_isolated`), which the IR is then read back from: what a conversion
 leaves in its process (for BERT 0.87 GB of resident memory: PyTorch's libraries and heap, and the PyTorch
 model itself until a garbage collection) would otherwise stay in the process that goes on to measure
-placements, on top of what measuring them takes.
+placements, on top of what measuring them takes. ``PLACEMENT_GYM_CONVERT_IN_PROCESS=1`` converts in the
+calling process instead (each child process imports PyTorch and OpenVINO afresh: several seconds a model,
+which a test suite that converts in many empty caches pays many times); the conversion's memory then stays
+in that process.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def ir_entry(name: str, *, defer_weights: bool = False) -> tuple[Path, str]:
     spec = get_spec(name)
 
     def write(directory: Path) -> dict[str, Any]:
-        if _BUILT_IN.get(name) is spec:  # a child process knows the spec by its name
+        if _BUILT_IN.get(name) is spec and not convert_in_process():  # a child knows the spec by its name
             return run_isolated(_write_zoo_ir, name, str(directory), what=f"converting zoo model {name!r}")
         try:  # a spec registered at run time exists only here
             return _write_ir(spec, directory)
@@ -109,6 +112,16 @@ def ir_entry(name: str, *, defer_weights: bool = False) -> tuple[Path, str]:
     defer = ("model.bin",) if defer_weights else ()
     directory, meta = cached_entry("ir", _ir_key(name), write, defer=defer)
     return directory / "model.xml", meta["files"]["model.xml"]["sha256"]
+
+
+#: Environment variable: ``1`` (or ``true``, ``yes``) converts zoo models in the calling process, not a child.
+IN_PROCESS_ENV_VAR = "PLACEMENT_GYM_CONVERT_IN_PROCESS"
+
+
+def convert_in_process() -> bool:
+    """Whether zoo models are converted in the calling process (``$PLACEMENT_GYM_CONVERT_IN_PROCESS`` is
+    ``1``, ``true`` or ``yes``) rather than in a child process (the default: see the module docstring)."""
+    return os.environ.get(IN_PROCESS_ENV_VAR, "").strip().lower() in ("1", "true", "yes")
 
 
 #: The zoo's specs as this module found them on import: the ones a child process has under the same name.

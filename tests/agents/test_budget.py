@@ -100,6 +100,23 @@ def test_records_from_other_processes_count_each_placement_once():
     tracker.detach()
 
 
+def test_listeners_read_where_each_evaluation_came_from():
+    """A recorded evaluation carries its worker, vector step and seconds to the listeners; one made in
+    this process carries none but the backend's seconds."""
+    problem = PlacementProblem.make(**TINY_SIM)
+    x, y = _two(problem)
+    tracker = BudgetTracker(problem, None)
+    seen = []
+    tracker.listeners.append(lambda t, *_: seen.append((t.worker, t.vector_step, t.evaluation_s)))
+    tracker.record(x, 1.0, True, worker=1, vector_step=3, evaluation_s=0.25)
+    tracker.record(x, 1.0, True, worker=0, vector_step=4, evaluation_s=0.5)  # a repeat: not reported
+    problem.evaluate(y)
+    assert seen[0] == (1, 3, 0.25) and len(seen) == 2
+    worker, step, seconds = seen[1]
+    assert worker is None and step is None and seconds == problem.last_evaluation_s and seconds > 0
+    tracker.detach()
+
+
 def test_random_search_stops_when_the_space_is_smaller_than_the_budget():
     problem = PlacementProblem.make(**TINY_SIM)
     space = int(np.prod(problem.device_mask.sum(axis=1)))

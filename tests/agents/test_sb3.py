@@ -264,8 +264,19 @@ def test_n_envs_runs_worker_processes_and_keeps_the_budget_exact(monkeypatch):
     method = PPOGNN(n_envs=2, n_steps=8, batch_size=16)
     made, make_vec_env = [], method.make_vec_env  # the run's own vector env (its workers start once)
     monkeypatch.setattr(method, "make_vec_env", lambda e: made.append(make_vec_env(e)) or made[-1])
-    result = method.place(env, budget=21, seed=0)
+    sources = []  # (worker, vector step, seconds) of each evaluation, as the listeners see them
+
+    def listen(tracker, *_):
+        sources.append((tracker.worker, tracker.vector_step, tracker.evaluation_s))
+
+    result = method.place(env, budget=21, seed=0, listeners=[listen])
     assert len(made) == 1 and isinstance(made[0], SubprocVecEnv)
+    *workers, final = sources
+    assert {w for w, _, _ in workers} <= {0, 1} and all(s is None for _, _, s in workers)  # simulated: no seconds
+    steps = [v for _, v, _ in workers]
+    assert steps == sorted(steps) and steps[0] == 1 and all(steps.count(v) <= 2 for v in steps)
+    assert all(a[0] < b[0] for a, b in zip(workers, workers[1:]) if a[1] == b[1])  # a step's workers in order
+    assert final[:2] == (None, None) and final[2] >= 0  # the final placement: evaluated in this process
     assert 1 <= result.evaluations <= 21 and len(result.history) == result.evaluations
     assert env.problem.evaluations == 1  # only the final deterministic placement ran in this process
     assert np.isfinite(result.latency)

@@ -116,14 +116,45 @@ def test_step_info_and_reward(sim_env):
         assert np.isclose(reward, info["baseline_latency"] / info["latency"] - 1.0)
     assert max(env.problem.evaluate(np.full(g, dev)).latency for dev in range(d)) >= info["baseline_latency"]
     assert info["latency_ci_ms"] == 0.0 and info["latency_rel_ci"] == 0.0 and "host_load" not in info
+    assert "evaluation_s" not in info  # a wall time: a simulated env's info depends on seed and actions only
+    assert env.problem.last_evaluation_s == 0.0  # the last step repeated a placement: answered from the memo
+
+
+def test_evaluation_seconds_in_info_of_a_nondeterministic_backend():
+    """``info["evaluation_s"]``: the backend's wall seconds for the step's placement, 0.0 when the run's memo
+    answers; shown on the simulator made nondeterministic (a measured env's info has the same key)."""
+    from placement_gym.problem import PlacementProblem
+
+    problem = PlacementProblem.make("tiny_cnn", "cpu-dgpu", "simulated")
+    problem.backend.deterministic = False  # this instance only: its info carries the measured-env keys
+    env = DevicePlacementEnv(problem=problem)
+    placement = np.ones(env.num_groups, dtype=np.int64)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(placement)
+    assert 0.0 < info["evaluation_s"] < 10.0 and info["evaluation_s"] == problem.last_evaluation_s
+    env.reset(seed=0)
+    _, again, _, _, repeat = env.step(placement)
+    assert repeat["evaluation_s"] == 0.0 and again == reward  # a repeat costs nothing and changes nothing
+    problem.evaluate_batch(np.stack([placement, np.zeros_like(placement)]))
+    assert problem.last_evaluation_s is None  # several placements in one call are not timed one by one
+    env.close()
 
 
 def test_measured_info_carries_the_estimate_uncertainty_and_load():
     env = gym.make("DevicePlacement-v0", model="tiny_cnn", platform="local", backend="measured")
     env.reset(seed=0)
-    _, _, _, _, info = env.step(env.action_space.sample())
+    action = env.action_space.sample()
+    _, reward, _, _, info = env.step(action)
     assert info["feasible"] and info["latency_ci_ms"] > 0 and info["host_load"] >= 0
     assert info["latency_rel_ci"] == pytest.approx(info["latency_ci_ms"] / 1e3 / info["latency"])
+    # the measurement's wall time: at least its timed runs; a result-cache hit costs next to nothing
+    assert info["evaluation_s"] >= info["samples"] * info["latency"] * 0.5
+    problem = env.unwrapped.problem
+    problem.start_run()  # a new run forgets the memo: the backend's result cache answers
+    env.reset(seed=0)
+    _, again, _, _, cached = env.step(action)
+    assert cached["cached"] and again == reward and cached["latency"] == info["latency"]
+    assert 0.0 <= cached["evaluation_s"] < min(0.05, info["evaluation_s"])
     env.close()
 
 

@@ -89,6 +89,10 @@ def test_tiny_end_to_end_run_and_compare(tmp_path, capsys):
     resimulated = [r["simulated"] for r in same["models"]["tiny_cnn"]["rows"]]
     assert resimulated == pytest.approx([r["simulated"] for r in rows], rel=1e-9)
     assert same["meta"]["rescored"]["schedule"] == "segments"
+    used = same["models"]["tiny_cnn"]["cost_model"]["resimulated_with"]
+    assert used["profiles"]["cpu0"]["layer_sum"] > 0 and used["profiles"]["cpu0"]["profiled_at"]
+    assert len(used["platform"]) == 2  # the local figures and the boundary costs
+    assert "platform" not in again["models"]["tiny_cnn"]["cost_model"]["resimulated_with"]  # --costs given
 
 
 def test_calibrate_redoes_one_profile_per_distinct_device(tmp_path, monkeypatch, capsys):

@@ -170,6 +170,35 @@ def test_train_twice_into_one_out_is_refused_and_overwrite_removes_only_its_outp
     assert (out / "notes.txt").read_text() == "mine", "--overwrite removes train's outputs only"
 
 
+def test_history_names_the_worker_and_seconds_of_each_evaluation(tmp_path) -> None:
+    """history.csv's columns: the first five as before, then worker, evaluation_s and vector_step (empty
+    for an evaluation made in this process, and seconds empty where nobody timed it)."""
+    import csv
+
+    import gymnasium as gym
+
+    from agents.base import BudgetTracker
+    from experiments.cli.train import HISTORY_HEADER, RunLogger
+
+    env = gym.make("DevicePlacement-v0", **SIM)
+    problem = env.unwrapped.problem
+    logger = RunLogger(tmp_path, env, 3, {}, progress=False)
+    tracker = BudgetTracker(problem, 3)
+    tracker.listeners.append(logger)
+    g = problem.num_groups
+    tracker.record(np.zeros(g, dtype=np.int64), 1e-3, True, worker=1, vector_step=2, evaluation_s=0.125)
+    tracker.record(np.ones(g, dtype=np.int64), 2e-3, True, worker=0, vector_step=2)  # no seconds reported
+    problem.evaluate(np.arange(g, dtype=np.int64) % 2)  # in this process
+    tracker.detach()
+    logger.close()
+    text = (tmp_path / "history.csv").read_text()
+    assert text.startswith("evaluation,latency_s,feasible,best_latency_s,wall_s,") and text.splitlines()[0] == HISTORY_HEADER
+    rows = list(csv.DictReader(text.splitlines()))
+    assert [(r["worker"], r["evaluation_s"], r["vector_step"]) for r in rows[:2]] == [("1", "0.125000", "2"), ("0", "", "2")]
+    assert rows[2]["worker"] == rows[2]["vector_step"] == "" and float(rows[2]["evaluation_s"]) > 0
+    assert [r["evaluation"] for r in rows] == ["1", "2", "3"]
+
+
 def test_history_is_created_exclusively(tmp_path) -> None:
     """Two runs started together both pass the check; the second to create history.csv stops."""
     import gymnasium as gym

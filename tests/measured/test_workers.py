@@ -3,6 +3,7 @@ to its cores, and the ``local`` platform built for (and its figures stored under
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
@@ -286,3 +287,7 @@ def test_train_with_two_measuring_workers_of_one_core(tmp_path):
         pin_process(cores)
     history = (tmp_path / "run" / "history.csv").read_text().splitlines()
     assert 3 <= len(history) - 1 == result.evaluations <= 9 and result.latency > 0
+    rows = list(csv.DictReader(history))
+    *training, final = rows
+    assert {r["worker"] for r in training} <= {"0", "1"} and final["worker"] == ""
+    assert all(float(r["evaluation_s"]) >= 0 for r in rows) and all(r["vector_step"] for r in training)

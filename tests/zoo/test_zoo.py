@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from placement_gym.cache import cached_entry
 from placement_gym.errors import CorruptModelError, ModelError, UnknownNameError
 from placement_gym.zoo import MODELS, ModelSpec, ir_path, load_model
+from placement_gym.zoo.loading import IN_PROCESS_ENV_VAR
 from placement_gym.zoo.models import TinyBranchyCNN
 
 
@@ -53,6 +55,7 @@ def test_zoo_models_are_converted_in_a_child_process(fresh_cache, monkeypatch):
     def not_here(*args, **kwargs):
         raise AssertionError("converted in the calling process")
 
+    monkeypatch.delenv(IN_PROCESS_ENV_VAR, raising=False)  # the suite converts in-process (tests/conftest.py)
     monkeypatch.setattr("placement_gym.zoo.loading._convert_torch", not_here)
     xml = ir_path("tiny_cnn")
     meta = json.loads((xml.parent / "meta.json").read_text())
@@ -66,9 +69,25 @@ def test_converting_a_zoo_model_leaves_torch_out_of_the_process(fresh_cache):
     import sys
 
     code = "import sys; from placement_gym.zoo import ir_path; ir_path('tiny_cnn'); print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != IN_PROCESS_ENV_VAR}  # the default: a child process
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.split()[-1] == "False"
     assert (fresh_cache / "ir").is_dir()
+
+
+def test_the_in_process_setting_converts_in_the_calling_process(fresh_cache, monkeypatch):
+    """``PLACEMENT_GYM_CONVERT_IN_PROCESS=1`` (set by this suite) converts without a child process and stores
+    the same entry: the IR and its metadata."""
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("converted in a child process")
+
+    monkeypatch.setenv(IN_PROCESS_ENV_VAR, "1")
+    monkeypatch.setattr("placement_gym.zoo.loading.run_isolated", no_child)
+    xml = ir_path("tiny_cnn")
+    meta = json.loads((xml.parent / "meta.json").read_text())
+    assert meta["name"] == "tiny_cnn" and meta["torch"] == str(torch.__version__)
+    assert load_model("tiny_cnn").version == MODELS["tiny_cnn"].version
 
 
 def test_the_conversion_sends_back_no_torch_objects(tmp_path):
