@@ -531,9 +531,7 @@ class PlacementProblem:
                 self.last_evaluation_s = 0.0
                 return known
             self._ask_guards(1, 1)
-            start = time.perf_counter()
-            result = self._backend.evaluate_valid(placement)  # the one-placement path of a backend is its fastest
-            self.last_evaluation_s = time.perf_counter() - start
+            result = self._timed_evaluate_valid(placement)
             evaluation = Evaluation(result, self._reward(result))
             self._remember(key, evaluation)
             self._count(placement, evaluation)
@@ -620,10 +618,8 @@ class PlacementProblem:
 
     def _backend_evaluate(self, distinct: np.ndarray) -> list[Evaluation]:
         """Evaluate ``(B, G)`` placements in one backend call (not counted)."""
-        if len(distinct) == 1:  # the one-placement path of a backend is its fastest
-            start = time.perf_counter()
-            results = [self._backend.evaluate_valid(distinct[0])]
-            self.last_evaluation_s = time.perf_counter() - start
+        if len(distinct) == 1:
+            results = [self._timed_evaluate_valid(distinct[0])]
         else:
             results = self._backend.evaluate_batch(distinct)
         if len(results) != len(distinct):
@@ -631,6 +627,14 @@ class PlacementProblem:
                 f"backend {self._backend.name!r} returned {len(results)} results for {len(distinct)} placements"
             )
         return [Evaluation(res, self._reward(res)) for res in results]
+
+    def _timed_evaluate_valid(self, placement: np.ndarray) -> LatencyResult:
+        """The backend's result for one placement by its one-placement path (its fastest), the wall seconds
+        it took kept in :attr:`last_evaluation_s`."""
+        start = time.perf_counter()
+        result = self._backend.evaluate_valid(placement)
+        self.last_evaluation_s = time.perf_counter() - start
+        return result
 
     def _reward(self, res: LatencyResult) -> float:
         if not res.feasible:
