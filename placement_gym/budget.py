@@ -23,7 +23,7 @@ import numpy as np
 
 from placement_gym.errors import BudgetExhaustedError, PlacementGymError, RunStalledError
 from placement_gym.limits import BYTES_PER_EVALUATION, require_memory
-from placement_gym.problem import MEMO_SIZE, Evaluation, PlacementProblem
+from placement_gym.problem import MEMO_SIZE, Evaluation, PlacementProblem, first_occurrences
 
 #: Evaluation requests in a row without a new placement after which a run's next repeat ends it (docs/protocol.md).
 STALL_REQUESTS = 2_000
@@ -234,9 +234,9 @@ class Run:
         batch = self.problem.validate_batch(placements)
         remaining = self.remaining
         if remaining is not None and len(batch) > remaining:  # fewer rows than the budget left: no cut
-            _, first = np.unique(batch, axis=0, return_index=True)
-            new = np.sort([i for i in first if not self.problem.seen(batch[i])]).astype(np.int64)
+            first, _ = first_occurrences(batch)
+            new = [i for i in first if not self.problem.seen(batch[i])]
             if len(new) > remaining:
-                cut = int(new[remaining])  # the first row holding the (remaining + 1)-th new placement
+                cut = new[remaining]  # the first row holding the (remaining + 1)-th new placement
                 batch = batch[:cut]
         return self.problem.evaluate_batch(batch) if len(batch) else []

@@ -550,17 +550,7 @@ class PlacementProblem:
         batch = self.validate_batch(placements)
         if not len(batch):
             return []
-        # the distinct placements in order of first appearance, and each row's index among them, found by the
-        # rows' bytes (np.unique(axis=0) sorts a structured view of the batch: slow for the small batches
-        # searches send one after another)
-        index: dict[bytes, int] = {}
-        first: list[int] = []
-        inverse = []
-        for i, row in enumerate(batch):
-            j = index.setdefault(row.tobytes(), len(first))
-            if j == len(first):
-                first.append(i)
-            inverse.append(j)
+        first, inverse = first_occurrences(batch)
         evaluations = self._evaluate_distinct(batch[first], len(batch))
         return [evaluations[j] for j in inverse]
 
@@ -683,6 +673,22 @@ class PlacementProblem:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(PlacementProblem.make(**state["spec"]).__dict__)
+
+
+def first_occurrences(rows: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct rows of a ``(B, G)`` array in order of first appearance: the index of each one's first
+    occurrence (ascending), and for every row the index of its distinct row among them. Found by the rows'
+    bytes (``np.unique(axis=0)`` sorts a structured view of the array: slow for the small batches searches
+    send one after another)."""
+    index: dict[bytes, int] = {}
+    first: list[int] = []
+    inverse = []
+    for i, row in enumerate(rows):
+        j = index.setdefault(row.tobytes(), len(first))
+        if j == len(first):
+            first.append(i)
+        inverse.append(j)
+    return first, inverse
 
 
 def problem_of(env: Any) -> PlacementProblem:

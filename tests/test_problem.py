@@ -9,13 +9,16 @@ import pickle
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import placement_gym
 from agents.base import BudgetTracker
 from placement_gym.envs import DevicePlacementEnv
 from placement_gym.errors import BudgetExhaustedError, PlacementError, PlacementGymError
 from placement_gym.platforms import load_platform
-from placement_gym.problem import PlacementProblem, problem_of
+from placement_gym.problem import PlacementProblem, first_occurrences, problem_of
 
 TINY_SIM = dict(model="tiny_cnn", platform="cpu-dgpu", backend="simulated")
 
@@ -246,3 +249,16 @@ def test_info_score_is_normalised_against_the_stored_optimum():
     tiny.reset(seed=0)
     assert tiny.problem.reference is None and np.isnan(tiny.problem.score(1e-3))
     assert "score" not in tiny.step(tiny.action_space.sample())[4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(hnp.arrays(np.int64, st.tuples(st.integers(0, 12), st.integers(1, 4)), elements=st.integers(0, 2)))
+def test_first_occurrences_agrees_with_numpy_unique(rows):
+    first, inverse = first_occurrences(rows)
+    assert len(inverse) == len(rows)
+    if not len(rows):
+        assert first == []
+        return
+    _, unique_first = np.unique(rows, axis=0, return_index=True)
+    assert first == sorted(unique_first.tolist())  # each distinct row's first index, ascending
+    np.testing.assert_array_equal(rows[first][inverse], rows)  # every row maps to its own distinct row
