@@ -31,8 +31,9 @@ from typing import Any
 DEFAULT_ENV = "DevicePlacement-bert-local-measured-v1"
 
 
-def _pss_mb() -> float | None:
-    """This process's proportional set size in MB, or None where ``/proc/self/smaps_rollup`` is missing."""
+def pss_mb() -> float | None:
+    """This process's proportional set size now (pages shared with others, or mapped several times, counted
+    in part), in MB, or None where ``/proc/self/smaps_rollup`` is missing."""
     try:
         with open("/proc/self/smaps_rollup") as f:
             for line in f:
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                 "latency": info.get("latency"),
                 "rel_ci": info.get("latency_rel_ci"),
                 "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "pss_mb": _pss_mb(),
+                "pss_mb": pss_mb(),
             }
         )
     emit({"figure": "peak_rss", "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})

@@ -29,7 +29,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from experiments.speed.measured_env import row_writer, step_parser, unseen_actions
+from experiments.speed.measured_env import pss_mb, row_writer, step_parser, unseen_actions
 
 
 def _status_kb(fields: tuple[str, ...]) -> dict[str, int]:
@@ -46,19 +46,6 @@ def _status_kb(fields: tuple[str, ...]) -> dict[str, int]:
     return found
 
 
-def _pss_bytes() -> int | None:
-    """The process's proportional set size now (pages shared with others, or mapped several times, counted
-    in part), in bytes, or None where ``/proc/self/smaps_rollup`` is missing."""
-    try:
-        with open("/proc/self/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) << 10
-    except OSError:
-        pass
-    return None
-
-
 def memory_figures() -> dict[str, Any]:
     """This process's memory in MB: ``rss``, ``peak_rss``, ``anon`` (resident anonymous memory: heap, stacks),
     ``file`` (resident file pages, such as the model's weights file), ``pss``, and ``threads``; plus the
@@ -69,9 +56,9 @@ def memory_figures() -> dict[str, Any]:
     row: dict[str, Any] = {names[k]: round(v / 1024, 1) for k, v in status.items() if k in names}
     if "Threads" in status:
         row["threads"] = status["Threads"]
-    pss = _pss_bytes()
+    pss = pss_mb()
     if pss is not None:
-        row["pss"] = round(pss / 2**20, 1)
+        row["pss"] = round(pss, 1)
     row.update(_allocator_figures() or {})
     return row
 
