@@ -225,23 +225,32 @@ def _split_name(text: str) -> tuple[str, Any, str]:
     raise error
 
 
-def _outside_agent(module_name: str, attr: str) -> Any:
-    """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
+def import_agent_module(module_name: str, what: str) -> types.ModuleType:
+    """Import the module of an outside agent as a spec does: installed modules first, then the current
+    folder (appended to ``sys.path``, so it never shadows an installed module).
+
+    Raises:
+        ConfigError: ``"<what>: cannot import '<module_name>' (...)"``.
+    """
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
-            raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+            raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from exc
         sys.path.append(os.getcwd())  # a module of the current folder (after everything installed: no shadowing)
         try:
-            module = importlib.import_module(module_name)
+            return importlib.import_module(module_name)
         except ImportError as again:
             raise ConfigError(
-                f"method {module_name}:{attr}: cannot import {module_name!r} ({again}); run from its folder "
-                "or install it"
+                f"{what}: cannot import {module_name!r} ({again}); run from its folder or install it"
             ) from again
     except ImportError as exc:
-        raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from exc
+
+
+def _outside_agent(module_name: str, attr: str) -> Any:
+    """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
+    module = import_agent_module(module_name, f"method {module_name}:{attr}")
     if not hasattr(module, attr):
         public = [n for n in dir(module) if not n.startswith("_")]
         raise UnknownNameError(f"attribute of module {module_name}", attr, public)
