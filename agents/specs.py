@@ -35,7 +35,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,6 +246,61 @@ def import_agent_module(module_name: str, what: str) -> types.ModuleType:
             ) from again
     except ImportError as exc:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from exc
+
+
+#: The project's packages: a module of theirs that a spec names (an SB3 policy class such as
+#: ``agents.sb3.policy:GNNActorCriticPolicy``) is the project's own code (a row records the project's commit).
+PROJECT_PACKAGES = ("placement_gym", "agents", "experiments")
+#: A ``module:attr`` reference in a spec's arguments, read generously: a dotted name before a colon.
+_MODULE_REFERENCE = re.compile(r"(?<![\w.])([^\W\d][\w.]*):")
+
+
+def spec_modules(spec: str) -> list[str]:
+    """Every module that building the method of ``spec`` could import, read from its text (nothing is
+    imported): an outside agent's module (``ppo_torch:train`` -> ``ppo_torch``, ``stable_baselines3:PPO`` ->
+    ``stable_baselines3``) and each ``module:attr`` in its arguments (``policy=agents.sb3.policy:...``), in
+    the text and in every string of an argument that is JSON. Read generously: text that only looks like a
+    reference counts too, which can only keep a row from being rerun."""
+    head, _, rest = spec.partition(":")
+    modules = []
+    if head not in METHODS:
+        modules.append(head)
+        rest = rest.partition(":")[2]
+    texts = [rest]
+    try:
+        items = split_arguments(rest)
+    except ConfigError:
+        items = []
+    for item in items:
+        try:
+            texts += _strings(json.loads(item.partition("=")[2]))
+        except (ValueError, RecursionError):
+            pass
+    for text in texts:
+        modules += _MODULE_REFERENCE.findall(text)
+    return list(dict.fromkeys(modules))
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a JSON value (keys too)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+def module_within(module: str, names: Iterable[str]) -> bool:
+    """Whether ``module`` is one of ``names`` or inside one of them (``a.b`` is inside ``a``)."""
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def outside_modules(spec: str) -> list[str]:
+    """The modules of ``spec`` (:func:`spec_modules`) outside the project's packages
+    (:data:`PROJECT_PACKAGES`): the code of a method that the project's commit does not identify."""
+    return [m for m in spec_modules(spec) if not module_within(m, PROJECT_PACKAGES)]
 
 
 def _outside_agent(module_name: str, attr: str) -> Any:

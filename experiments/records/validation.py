@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.specs import module_within, outside_modules, spec_modules  # noqa: F401 (spec_modules: re-exported)
 from experiments.records.provenance import method_name, row_problems, set_problems
 from placement_gym.errors import ConfigError, PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
@@ -34,11 +34,6 @@ RERUN_METHODS = frozenset(
 )  # fmt: skip
 #: Spec arguments that stop a method on the wall clock: such a row is not expected to repeat.
 WALL_CLOCK_ARGUMENTS = ("time_limit", "segment_time_limit")
-#: The project's packages: a module of theirs that a spec names (an SB3 policy class such as
-#: ``agents.sb3.policy:GNNActorCriticPolicy``) is the project's own code, imported whatever the rows say.
-PROJECT_PACKAGES = ("placement_gym", "agents", "experiments")
-#: A ``module:attr`` reference in a spec's arguments, read generously: a dotted name before a colon.
-_MODULE_REFERENCE = re.compile(r"(?<![\w.])([^\W\d][\w.]*):")
 
 
 @dataclass(frozen=True)
@@ -167,56 +162,12 @@ def _ms(latency: float) -> str:
 
 
 # ---------------------------------------------------------------------- the modules a rerun may import
-def spec_modules(spec: str) -> list[str]:
-    """Every module that building the method of ``spec`` could import, read from its text (nothing is
-    imported): an outside agent's module (``ppo_torch:train`` -> ``ppo_torch``, ``stable_baselines3:PPO`` ->
-    ``stable_baselines3``) and each ``module:attr`` in its arguments (``policy=agents.sb3.policy:...``), in
-    the text and in every string of an argument that is JSON. Read generously: text that only looks like a
-    reference counts too, which can only keep a row from being rerun."""
-    import agents
-    from agents.specs import split_arguments
-
-    head, _, rest = spec.partition(":")
-    modules = []
-    if head not in agents.METHODS:
-        modules.append(head)
-        rest = rest.partition(":")[2]
-    texts = [rest]
-    try:
-        items = split_arguments(rest)
-    except ConfigError:
-        items = []
-    for item in items:
-        try:
-            texts += _strings(json.loads(item.partition("=")[2]))
-        except (ValueError, RecursionError):
-            pass
-    for text in texts:
-        modules += _MODULE_REFERENCE.findall(text)
-    return list(dict.fromkeys(modules))
-
-
-def _strings(value: object) -> list[str]:
-    """Every string in a JSON value (keys too)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [s for item in value for s in _strings(item)]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in [k, *_strings(v)]]
-    return []
-
-
-def _covered(module: str, names: Iterable[str]) -> bool:
-    """Whether ``module`` is one of ``names`` or inside one of them (``a.b`` is inside ``a``)."""
-    return any(module == n or module.startswith(n + ".") for n in names)
-
-
 def untrusted_modules(spec: str, trusted: Iterable[str] = ()) -> list[str]:
-    """The modules of ``spec`` (:func:`spec_modules`) that are neither the project's (:data:`PROJECT_PACKAGES`)
-    nor one of ``trusted`` or inside one: a rerun of the row would import code nobody vouched for."""
-    names = (*PROJECT_PACKAGES, *trusted)
-    return [m for m in spec_modules(spec) if not _covered(m, names)]
+    """The modules of ``spec`` (:func:`~agents.specs.spec_modules`) that are neither the project's
+    (:data:`~agents.specs.PROJECT_PACKAGES`) nor one of ``trusted`` or inside one: a rerun of the row would
+    import code nobody vouched for."""
+    trusted = tuple(trusted)
+    return [m for m in outside_modules(spec) if not module_within(m, trusted)]
 
 
 def trust_modules(names: Iterable[str]) -> dict[str, str]:
