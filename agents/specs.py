@@ -92,6 +92,12 @@ class MethodSpec:
         return self.name in METHODS
 
     @property
+    def modules(self) -> list[str]:
+        """The modules outside placement-gym that the spec names (:func:`outside_modules`): a row records
+        their identity (:func:`placement_gym.results.module_versions`)."""
+        return outside_modules(self.text)
+
+    @property
     def is_function(self) -> bool:
         """Whether the target is a function ``f(problem, budget, seed, **kwargs)`` rather than a class."""
         return not inspect.isclass(self.target)
