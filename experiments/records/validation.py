@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.specs import module_within, outside_modules, spec_modules  # noqa: F401 (spec_modules: re-exported)
+from agents.specs import module_within, outside_modules, spec_modules  # noqa: F401 (re-exported)
 from experiments.records.provenance import method_name, row_problems, set_problems
 from placement_gym.errors import ConfigError, PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
@@ -197,7 +197,9 @@ def trust_modules(names: Iterable[str]) -> dict[str, str]:
 def rerun_row(row: ResultRow, where: str = "rerun", trusted: Iterable[str] = ()) -> Verdict:
     """Run ``row``'s method again on its task with its seed and budget, end to end, through the leaderboard's
     own path (:func:`experiments.grid.run_cell`), and compare: the verdict's problems say how the rerun's
-    placement or evaluation count differ (empty: identical).
+    placement or evaluation count differ (empty: identical). A rerun that differs also says what differs
+    in how it was made, where the row records it: torch's CPU kernels, and the identity of each module
+    outside the project that the spec names (:func:`module_changes`).
 
     A results file never makes validation import code: a row whose spec names a module outside the project
     (:func:`untrusted_modules`) is rerun only if that module is in ``trusted`` (the modules the user named).
@@ -229,7 +231,33 @@ def rerun_row(row: ResultRow, where: str = "rerun", trusted: Iterable[str] = ())
     made, now = row.versions.get("torch_cpu_kernels"), again.versions.get("torch_cpu_kernels")
     if problems and made is not None and now is not None and made != now:
         problems.append(f"the row was made with torch's {made} CPU kernels, the rerun ran {now} (see protocol.md)")
+    if problems:
+        problems += module_changes(row.versions, again.versions)
     return Verdict(where, row, tuple(problems), again.latency)
+
+
+def module_changes(made: dict[str, str], now: dict[str, str]) -> list[str]:
+    """One line for each outside module whose identity (``versions["module:<name>"]``,
+    :func:`placement_gym.results.module_versions`) differs between a row (``made``) and its rerun (``now``),
+    ``"the row was made with ppo_torch sha256 5bc33405a5b5..., the module imported now is sha256
+    0a1b2c3d4e5f..."`` (an installed module: ``"... stable_baselines3 from stable_baselines3==2.3.2 ..."``).
+    A row that records no module (made before rows recorded them) gives none."""
+    from placement_gym.results import MODULE_KEY
+
+    out = []
+    for key, was in made.items():
+        if not key.startswith(MODULE_KEY) or now.get(key) in (None, was):
+            continue
+        out.append(
+            f"the row was made with {key.removeprefix(MODULE_KEY)} {_module_text(was)}, the module imported now "
+            f"is {_module_text(now[key])}"
+        )
+    return out
+
+
+def _module_text(identity: str) -> str:
+    """A module's identity in a few words: ``sha256 <12 hex digits>...`` or ``from <dist>==<version>``."""
+    return f"sha256 {identity[7:19]}..." if identity.startswith("sha256:") else f"from {identity}"
 
 
 def wall_clock_bound(row: ResultRow) -> bool:
