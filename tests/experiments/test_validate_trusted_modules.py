@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import sys
 from pathlib import Path
 
@@ -175,6 +176,8 @@ def test_a_user_module_row_reruns_end_to_end_and_an_edited_module_is_never_judge
     (path,) = (tmp_path / "results" / "tiny").glob("*.jsonl")
     (row,) = ResultStore(path).rows()
     assert row.method == "tiny_agent:place" and row.evaluations == row.budget == 100
+    made = hashlib.sha256(agent.read_bytes()).hexdigest()
+    assert row.versions["module:tiny_agent"] == f"sha256:{made}"  # the module's own code, by its file
     capsys.readouterr()
 
     args = ["validate", "--quiet", "--rerun", "1", str(path)]
@@ -190,4 +193,81 @@ def test_a_user_module_row_reruns_end_to_end_and_an_edited_module_is_never_judge
     assert cli.main([*args, "--trust-modules", "tiny_agent"]) == 2
     out = capsys.readouterr().out
     assert "DIFFERS" in out and "rerun places" in out and "(made on this CPU)" in out
+    now = hashlib.sha256(agent.read_bytes()).hexdigest()
+    assert (
+        f"the row was made with tiny_agent sha256 {made[:12]}..., the module imported now is "
+        f"sha256 {now[:12]}..."
+    ) in out
     assert verdicts.is_file()  # the verdict cache was on throughout
+
+
+def test_rows_record_the_identity_of_the_modules_their_spec_names(tmp_path, monkeypatch, isolated_imports):
+    """An outside module's file hash (an installed one's distribution and version), none for the project's own
+    modules or a registered method; how a changed identity is put in words."""
+    from agents.specs import outside_modules
+    from experiments.grid import run_cell
+    from placement_gym.results import MODULE_RECORD, module_versions
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny_agent.py").write_text(AGENT.format(offset=0))
+    row = run_cell(
+        "resnet50", "tiny_agent:place", 0, 100, "cpu-igpu", "simulated", "fused",
+        protocol_version="v1", tier="tiny",
+    )  # fmt: skip
+    modules = {k: v for k, v in row.versions.items() if k.startswith("module:")}
+    digest = hashlib.sha256((tmp_path / "tiny_agent.py").read_bytes()).hexdigest()
+    assert modules == {"module:tiny_agent": f"sha256:{digest}"}
+    heft = run_cell("resnet50", "heft", 0, 100, "cpu-igpu", "simulated", "fused")
+    assert not [k for k in heft.versions if k.startswith("module:")]
+    assert outside_modules(SB3) == ["stable_baselines3"]  # the policy module is the project's (its commit)
+
+    import stable_baselines3  # installed: its distribution's version, not a file hash
+
+    installed = module_versions(["stable_baselines3", "no_such_module"])
+    (record,) = installed.values()
+    assert list(installed) == ["module:stable_baselines3"] and MODULE_RECORD.match(record)
+    assert record.endswith(f"=={stable_baselines3.__version__}")
+
+    same = validation.module_changes(row.versions, row.versions)
+    edited = {**row.versions, "module:tiny_agent": "sha256:" + "0" * 64}
+    other = validation.module_changes(row.versions, edited)
+    assert same == [] and other == [
+        f"the row was made with tiny_agent sha256 {digest[:12]}..., the module imported now is sha256 "
+        "000000000000..."
+    ]
+    assert validation.module_changes({}, row.versions) == []  # a row that records no module
+
+
+def test_module_records_are_checked_and_rows_without_them_still_validate(tmp_path, isolated_imports):
+    """Rows made before rows recorded modules (the stored ppo_torch and SB3 rows) pass as before; a recorded
+    module must be one the spec names, in one of the two formats."""
+    from experiments.records.provenance import row_problems
+
+    old = stored("ppo_torch")[:5] + stored("stable_baselines3")[:5]
+    assert not [k for r in old for k in r.versions if k.startswith("module:")]
+    assert all(row_problems(r) == [] for r in old)
+    path = tmp_path / "old.jsonl"
+    task = ("inception_v3", "cpu-dgpu")
+    path.write_text("".join(row_line(r) for r in stored("ppo_torch") if (r.model, r.platform) == task))
+    assert all(v.ok for v in validation.validate([path], cache=validation.VerdictCache(enabled=False)))
+
+    row = old[0]
+    good = [
+        {"module:ppo_torch": "sha256:" + "a" * 64},
+        {"module:ppo_torch": "ppo-torch==1.0.2+cpu"},
+    ]
+    for versions in good:
+        assert row_problems(dataclasses.replace(row, versions={**row.versions, **versions})) == [], versions
+    bad = [
+        ({"module:ppo_torch": "sha256:abc"}, "not sha256:<64 hex digits> or <distribution>==<version>"),
+        ({"module:ppo_torch": "1.0"}, "recorded as '1.0'"),
+        ({"module:evil": "sha256:" + "a" * 64}, "which its method 'ppo_torch:train' does not name"),
+        ({"module:agents.sb3.policy": "sha256:" + "a" * 64}, "does not name"),
+    ]
+    for versions, reason in bad:
+        problems = row_problems(dataclasses.replace(row, versions={**row.versions, **versions}))
+        assert any(reason in p for p in problems), (versions, problems)
+    sb3 = stored("stable_baselines3")[0]
+    recorded = {**sb3.versions, "module:stable_baselines3": "stable_baselines3==2.3.2"}
+    assert row_problems(dataclasses.replace(sb3, versions=recorded)) == []
