@@ -296,7 +296,8 @@ class ResultRow:
         placement: Device index of each group.
         history: ``(evaluations, best latency so far)`` at :data:`CHECKPOINTS` (see :func:`thin_history`).
         extra: Method-specific facts.
-        versions: :func:`library_versions`.
+        versions: :func:`library_versions`, and for an agent of your own the modules its spec names
+            (:func:`module_versions`).
         model_path, model_sha256, input_shapes: For a model loaded from a file.
         task_sha256: The task's content hash (:func:`placement_gym.tasks.task_sha256`): what the row is
             scored against.

@@ -5,7 +5,8 @@ Every row of the given files is rejected, with one line naming the file, line an
 * it is not a valid row (not JSON, a missing or mistyped field);
 * its provenance does not hold (:mod:`experiments.records.provenance`): an unknown protocol or tier, a budget that
   is not its tier's, a seed outside the protocol's, a track its method does not declare, a code commit
-  not in the repository's history, a missing or NaN score, a score above the task's proven lower bound's
+  not in the repository's history, a recorded module its spec does not name or in neither record format,
+  a missing or NaN score, a score above the task's proven lower bound's
   or a latency below that bound; or, among the rows given, a repeated cell or a seed set that differs
   between a method's tasks or does not start at seed 0;
 * its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
@@ -28,7 +29,10 @@ A results file never makes validate import code: rows whose method names a modul
 (an agent of your own, ``ppo_torch:train``, ``stable_baselines3:PPO:...``) are drawn only when
 ``--trust-modules`` names that module (imported as ``bench`` imports it: installed first, then the current
 folder; one that cannot be imported is an error naming it). The summary line counts the accepted rows
-left out for an untrusted module. Reruns are never cached, so an edited module is the one rerun.
+left out for an untrusted module. Reruns are never cached, so an edited module is the one rerun. A row
+records the identity of each such module (``versions["module:<name>"]``: the sha256 of its file, or an
+installed distribution's version, :func:`placement_gym.results.module_versions`); a rerun that differs
+names every module whose identity is not the one imported now.
 
 A rerun is judged by the CPU that made its row: rows record their CPU (``versions.cpu_fingerprint``, see
 :func:`placement_gym.results.cpu_identity`), and a seeded learner's row repeats only on the kind of CPU
