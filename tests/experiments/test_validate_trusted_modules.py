@@ -123,7 +123,7 @@ def test_an_unknown_or_broken_module_is_a_clear_error(tmp_path, monkeypatch, cap
     (tmp_path / "broken_agent.py").write_text("raise RuntimeError('no GPU here')\n")
     cases = [
         (["--trust-modules", "no_such_agent_module"], "--trust-modules no_such_agent_module: cannot import 'no_such_agent_module'"),
-        (["--trust-modules", "ppo_torch,no_such_agent_module"], "cannot import 'ppo_torch'"),  # not in this folder
+        (["--trust-modules", "no_such_first_module,no_such_agent_module"], "cannot import 'no_such_first_module'"),
         (["--trust-modules", "broken_agent"], "importing 'broken_agent' failed (RuntimeError: no GPU here)"),
         (["--trust-modules", "a-b"], "--trust-modules 'a-b': not a module name"),
     ]
