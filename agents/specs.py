@@ -35,7 +35,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,12 @@ class MethodSpec:
     def registered(self) -> bool:
         """Whether the spec names a method of :data:`agents.METHODS` (not an outside agent)."""
         return self.name in METHODS
+
+    @property
+    def modules(self) -> list[str]:
+        """The modules outside placement-gym that the spec names (:func:`outside_modules`): a row records
+        their identity (:func:`placement_gym.results.module_versions`)."""
+        return outside_modules(self.text)
 
     @property
     def is_function(self) -> bool:
@@ -225,23 +231,87 @@ def _split_name(text: str) -> tuple[str, Any, str]:
     raise error
 
 
-def _outside_agent(module_name: str, attr: str) -> Any:
-    """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
+def import_agent_module(module_name: str, what: str) -> types.ModuleType:
+    """Import the module of an outside agent as a spec does: installed modules first, then the current
+    folder (appended to ``sys.path``, so it never shadows an installed module).
+
+    Raises:
+        ConfigError: ``"<what>: cannot import '<module_name>' (...)"``.
+    """
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
-            raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+            raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from exc
         sys.path.append(os.getcwd())  # a module of the current folder (after everything installed: no shadowing)
         try:
-            module = importlib.import_module(module_name)
+            return importlib.import_module(module_name)
         except ImportError as again:
             raise ConfigError(
-                f"method {module_name}:{attr}: cannot import {module_name!r} ({again}); run from its folder "
-                "or install it"
+                f"{what}: cannot import {module_name!r} ({again}); run from its folder or install it"
             ) from again
     except ImportError as exc:
-        raise ConfigError(f"method {module_name}:{attr}: cannot import {module_name!r} ({exc})") from exc
+        raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from exc
+
+
+#: The project's packages: a module of theirs that a spec names (an SB3 policy class such as
+#: ``agents.sb3.policy:GNNActorCriticPolicy``) is the project's own code (a row records the project's commit).
+PROJECT_PACKAGES = ("placement_gym", "agents", "experiments")
+#: A ``module:attr`` reference in a spec's arguments, read generously: a dotted name before a colon.
+_MODULE_REFERENCE = re.compile(r"(?<![\w.])([^\W\d][\w.]*):")
+
+
+def spec_modules(spec: str) -> list[str]:
+    """Every module that building the method of ``spec`` could import, read from its text (nothing is
+    imported): an outside agent's module (``ppo_torch:train`` -> ``ppo_torch``, ``stable_baselines3:PPO`` ->
+    ``stable_baselines3``) and each ``module:attr`` in its arguments (``policy=agents.sb3.policy:...``), in
+    the text and in every string of an argument that is JSON. Read generously: text that only looks like a
+    reference counts too, which can only keep a row from being rerun."""
+    head, _, rest = spec.partition(":")
+    modules = []
+    if head not in METHODS:
+        modules.append(head)
+        rest = rest.partition(":")[2]
+    texts = [rest]
+    try:
+        items = split_arguments(rest)
+    except ConfigError:
+        items = []
+    for item in items:
+        try:
+            texts += _strings(json.loads(item.partition("=")[2]))
+        except (ValueError, RecursionError):
+            pass
+    for text in texts:
+        modules += _MODULE_REFERENCE.findall(text)
+    return list(dict.fromkeys(modules))
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a JSON value (keys too)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+def module_within(module: str, names: Iterable[str]) -> bool:
+    """Whether ``module`` is one of ``names`` or inside one of them (``a.b`` is inside ``a``)."""
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def outside_modules(spec: str) -> list[str]:
+    """The modules of ``spec`` (:func:`spec_modules`) outside the project's packages
+    (:data:`PROJECT_PACKAGES`): the code of a method that the project's commit does not identify."""
+    return [m for m in spec_modules(spec) if not module_within(m, PROJECT_PACKAGES)]
+
+
+def _outside_agent(module_name: str, attr: str) -> Any:
+    """The class with ``place()`` or the function ``f(problem, budget, seed)`` at ``module:attr``."""
+    module = import_agent_module(module_name, f"method {module_name}:{attr}")
     if not hasattr(module, attr):
         public = [n for n in dir(module) if not n.startswith("_")]
         raise UnknownNameError(f"attribute of module {module_name}", attr, public)

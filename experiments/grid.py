@@ -81,7 +81,10 @@ def run_cell(
             if not is_agent_failure(exc):
                 raise
             raise AgentFailedError(f"{model} {spec_label(spec.text)} seed {seed}: {failure_text(exc)}") from exc
-        return make_row(env.problem, model, backend, spec.text, seed, budget, outcome, protocol_version, tier)
+        return make_row(
+            env.problem, model, backend, spec.text, seed, budget, outcome, protocol_version, tier,
+            modules=spec.modules,
+        )  # fmt: skip
     finally:
         env.close()
 

@@ -32,7 +32,7 @@ import inspect
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,14 @@ from placement_gym.errors import (
 )
 from placement_gym.platforms import Platform
 from placement_gym.problem import PlacementProblem, problem_of
-from placement_gym.results import ResultRow, ResultStore, cell_key, library_versions, thin_history
+from placement_gym.results import (
+    ResultRow,
+    ResultStore,
+    cell_key,
+    library_versions,
+    module_versions,
+    thin_history,
+)
 from placement_gym.tasks import fresh_score
 from placement_gym.view import TaskView
 
@@ -230,8 +237,11 @@ def make_row(
     outcome: Outcome,
     protocol_version: str | None = None,
     tier: str | None = None,
+    modules: Iterable[str] = (),
 ) -> ResultRow:
-    """The row of one run (the speedup's reference is evaluated here, after the run: not charged)."""
+    """The row of one run (the speedup's reference is evaluated here, after the run: not charged).
+    ``modules``: the modules outside placement-gym that the method's spec names (``MethodSpec.modules``),
+    whose identity the row records in its versions (:func:`~placement_gym.results.module_versions`)."""
     cpu, reference, reference_latency = speedup_reference(problem)
     track = outcome.extra.get("track")
     extra = {
@@ -260,7 +270,7 @@ def make_row(
         placement=outcome.placement.tolist(),
         history=thin_history(outcome.history),
         extra=extra,
-        versions=library_versions(),
+        versions={**library_versions(), **module_versions(modules)},
         model_path=identity.get("model_path"),
         model_sha256=identity.get("model_sha256"),
         input_shapes=identity.get("input_shapes"),
@@ -369,6 +379,7 @@ def evaluate(
                         outcome,
                         version,
                         tier,
+                        modules=spec.modules if spec is not None else (),
                     )
                 finally:
                     problem.close()

@@ -31,11 +31,13 @@ import json
 import math
 import os
 import platform as pyplatform
+import re
 import socket
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -69,6 +71,81 @@ def library_versions() -> dict[str, str]:
         out["torch_cpu_kernels"] = kernels
     out.update(cpu_identity(kernels or "none"))
     return out
+
+
+#: The prefix of a ``versions`` key that records a module outside placement-gym which a row's method spec
+#: names (``module:ppo_torch``): :func:`module_versions`.
+MODULE_KEY = "module:"
+#: What such a key holds: ``sha256:<hex>`` of the module's file, or ``<distribution>==<version>`` for a
+#: module of an installed distribution.
+MODULE_RECORD = re.compile(
+    r"(sha256:[0-9a-f]{64}|[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*)\Z"
+)
+#: Identities of the module objects recorded so far (:func:`module_identity`).
+_MODULE_IDENTITIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def module_versions(names: Iterable[str]) -> dict[str, str]:
+    """``{"module:<name>": identity}`` of each module of ``names`` that is imported (:func:`module_identity`):
+    what a row records of the code of an agent of your own, which the commit of placement-gym does not
+    identify. A name that is not an imported module, or a module without a file, is left out."""
+    out = {}
+    for name in names:
+        identity = module_identity(name)
+        if identity is not None:
+            out[MODULE_KEY + name] = identity
+    return out
+
+
+def module_identity(name: str) -> str | None:
+    """The identity of the imported module ``name`` (``None``: not imported, or no file): for a module of an
+    installed distribution (a file under site-packages), ``<distribution>==<version>``
+    (``stable_baselines3==2.3.2``); otherwise ``sha256:<hex>`` of the file it was imported from (a
+    package's ``__init__.py``). Found once per module object, when a row first records it: an edit of the
+    file after that is not the code the process runs, and a module imported again (a new process) is
+    hashed again."""
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    if module is None or not file:
+        return None
+    try:
+        return _MODULE_IDENTITIES[module]
+    except (KeyError, TypeError):
+        pass
+    path = Path(file).resolve()
+    identity = None
+    if any(path.is_relative_to(folder) for folder in _installed_folders()):
+        dists = _distributions().get(name.partition(".")[0], [])
+        if dists:
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                identity = f"{dists[0]}=={metadata.version(dists[0])}"
+    if identity is None:
+        try:
+            identity = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+    with contextlib.suppress(TypeError):
+        _MODULE_IDENTITIES[module] = identity
+    return identity
+
+
+@functools.cache
+def _installed_folders() -> tuple[Path, ...]:
+    """The folders installed distributions live in (site-packages, the user's too)."""
+    import site
+    import sysconfig
+
+    folders = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    with contextlib.suppress(AttributeError):  # some virtualenvs' site module lacks these
+        folders.update(site.getsitepackages())
+        folders.add(site.getusersitepackages())
+    return tuple(Path(f).resolve() for f in sorted(folders))
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module -> the installed distributions that provide it."""
+    return metadata.packages_distributions()
 
 
 #: Environment variables that narrow the kernels torch, MKL and oneDNN choose (recorded when set).
@@ -219,7 +296,8 @@ class ResultRow:
         placement: Device index of each group.
         history: ``(evaluations, best latency so far)`` at :data:`CHECKPOINTS` (see :func:`thin_history`).
         extra: Method-specific facts.
-        versions: :func:`library_versions`.
+        versions: :func:`library_versions`, and for an agent of your own the modules its spec names
+            (:func:`module_versions`).
         model_path, model_sha256, input_shapes: For a model loaded from a file.
         task_sha256: The task's content hash (:func:`placement_gym.tasks.task_sha256`): what the row is
             scored against.

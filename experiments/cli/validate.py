@@ -5,7 +5,8 @@ Every row of the given files is rejected, with one line naming the file, line an
 * it is not a valid row (not JSON, a missing or mistyped field);
 * its provenance does not hold (:mod:`experiments.records.provenance`): an unknown protocol or tier, a budget that
   is not its tier's, a seed outside the protocol's, a track its method does not declare, a code commit
-  not in the repository's history, a missing or NaN score, a score above the task's proven lower bound's
+  not in the repository's history, a recorded module its spec does not name or in neither record format,
+  a missing or NaN score, a score above the task's proven lower bound's
   or a latency below that bound; or, among the rows given, a repeated cell or a seed set that differs
   between a method's tasks or does not start at seed 0;
 * its backend is not ``simulated`` (only the simulator is deterministic, so only its rows replay);
@@ -24,6 +25,15 @@ Verdicts of single rows are cached per version of the code (:class:`VerdictCache
 of unchanged rows on unchanged code replays nothing. ``--rerun N`` also reruns N rows sampled with
 ``--sample-seed``, whatever their method, end to end, and reports each that differs.
 
+A results file never makes validate import code: rows whose method names a module outside placement-gym
+(an agent of your own, ``ppo_torch:train``, ``stable_baselines3:PPO:...``) are drawn only when
+``--trust-modules`` names that module (imported as ``bench`` imports it: installed first, then the current
+folder; one that cannot be imported is an error naming it). The summary line counts the accepted rows
+left out for an untrusted module. Reruns are never cached, so an edited module is the one rerun. A row
+records the identity of each such module (``versions["module:<name>"]``: the sha256 of its file, or an
+installed distribution's version, :func:`placement_gym.results.module_versions`); a rerun that differs
+names every module whose identity is not the one imported now.
+
 A rerun is judged by the CPU that made its row: rows record their CPU (``versions.cpu_fingerprint``, see
 :func:`placement_gym.results.cpu_identity`), and a seeded learner's row repeats only on the kind of CPU
 that made it. Each rerun prints ``IDENTICAL``, ``DIFFERS`` (the row was made on this CPU, or the rerun
@@ -41,6 +51,7 @@ Exit status:
 Usage:
     placement-gym validate results/leaderboard/standard/*.jsonl
     placement-gym validate --rerun 30 results/leaderboard/standard/*.jsonl
+    cd examples && placement-gym validate --rerun 5 --trust-modules ppo_torch ../results/leaderboard/standard/ppo_torch.jsonl
 """
 
 from __future__ import annotations
@@ -60,6 +71,12 @@ UNVERIFIED = 3
 def run_from_args(args: argparse.Namespace) -> None:
     if args.rerun < 0:
         raise RecordError(f"--rerun {args.rerun}: give a number of rows >= 0")
+    names = list(dict.fromkeys(n.strip() for given in args.trust_modules for n in given.split(",")))
+    if names and not args.rerun:
+        raise RecordError("--trust-modules only widens the --rerun sample: give --rerun N too")
+    trusted = validation.trust_modules(names)  # before anything runs: an unknown module fails now
+    for name, path in trusted.items():
+        print(f"trusted module {name}: {path}")
     verdicts = validation.validate(args.rows, cache=validation.VerdictCache(enabled=not args.no_cache))
     for v in verdicts:
         if not (args.quiet and v.ok):
@@ -67,7 +84,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     if not verdicts:
         raise RecordError(f"no rows in {', '.join(map(str, args.rows))}")
     rejected = sum(not v.ok for v in verdicts)
-    summary = validation.rerun_sample(verdicts, args.rerun, args.sample_seed) if args.rerun else None
+    summary = validation.rerun_sample(verdicts, args.rerun, args.sample_seed, trusted) if args.rerun else None
     failed = summary.failed if summary else 0
     if rejected or failed:
         reruns = ""

@@ -10,6 +10,9 @@ One row (:func:`row_problems`):
 * its ``track`` is the one its registered method declares;
 * the code commit it records (``extra["code"]``, written by the leaderboard runner) is a commit of this
   repository's history;
+* each outside module it records (``versions["module:<name>"]``,
+  :func:`placement_gym.results.module_versions`) is a module its method spec names, recorded as
+  ``sha256:<64 hex digits>`` or ``<distribution>==<version>``;
 * its score is present where the task has a reference optimum, not NaN, and not above the score of the
   task's proven lower bound; its latency is not below that bound.
 
@@ -57,6 +60,7 @@ def row_problems(row: ResultRow) -> list[str]:
     code = row.extra.get("code")
     if code is not None:
         problems += _code_problems(code)
+    problems += _module_problems(row)
     problems += _score_problems(row)
     return problems
 
@@ -121,6 +125,29 @@ def _code_problems(code: object) -> list[str]:
     if known is False:
         return [f"code {code!r} is not a commit in this repository's history"]
     return []
+
+
+def _module_problems(row: ResultRow) -> list[str]:
+    """The outside modules a row records: each one its spec names, each identity in the recorded format.
+    A row that records none (a registered method, or a row made before rows recorded modules) has none."""
+    from agents.specs import outside_modules
+    from placement_gym.results import MODULE_KEY, MODULE_RECORD
+
+    keys = [k for k in row.versions if k.startswith(MODULE_KEY)]
+    if not keys:
+        return []
+    named = outside_modules(row.method)
+    problems = []
+    for key in keys:
+        name, identity = key.removeprefix(MODULE_KEY), row.versions[key]
+        if name not in named:
+            problems.append(f"versions record module {name!r}, which its method {row.method!r} does not name")
+        elif not MODULE_RECORD.match(identity):
+            problems.append(
+                f"module {name} recorded as {identity[:80]!r}: not sha256:<64 hex digits> or "
+                "<distribution>==<version>"
+            )
+    return problems
 
 
 @functools.cache

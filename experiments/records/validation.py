@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.specs import module_within, outside_modules, spec_modules  # noqa: F401 (re-exported)
 from experiments.records.provenance import method_name, row_problems, set_problems
-from placement_gym.errors import PlacementGymError, RecordError
+from placement_gym.errors import ConfigError, PlacementGymError, RecordError
 from placement_gym.problem import PlacementProblem
 from placement_gym.results import ResultRow, parse_row, row_line
 
@@ -160,15 +161,57 @@ def _ms(latency: float) -> str:
     return "infeasible" if math.isinf(latency) else f"{latency * 1e3:.6f} ms"
 
 
+# ---------------------------------------------------------------------- the modules a rerun may import
+def untrusted_modules(spec: str, trusted: Iterable[str] = ()) -> list[str]:
+    """The modules of ``spec`` (:func:`~agents.specs.spec_modules`) that are neither the project's
+    (:data:`~agents.specs.PROJECT_PACKAGES`) nor one of ``trusted`` or inside one: a rerun of the row would
+    import code nobody vouched for."""
+    trusted = tuple(trusted)
+    return [m for m in outside_modules(spec) if not module_within(m, trusted)]
+
+
+def trust_modules(names: Iterable[str]) -> dict[str, str]:
+    """Import the modules the user trusts (``validate --trust-modules``), as a spec does (installed modules
+    first, then the current folder); returns each name with the file it was imported from.
+
+    Raises:
+        RecordError: Naming a module that is not a module path or cannot be imported, and why.
+    """
+    from agents.specs import import_agent_module
+
+    out = {}
+    for name in names:
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            raise RecordError(f"--trust-modules {name!r}: not a module name (pkg.module)")
+        try:
+            module = import_agent_module(name, f"--trust-modules {name}")
+        except ConfigError as exc:
+            raise RecordError(str(exc)) from exc
+        except Exception as exc:  # the module's own code failed while importing
+            raise RecordError(f"--trust-modules {name}: importing {name!r} failed ({type(exc).__name__}: {exc})") from exc
+        out[name] = getattr(module, "__file__", None) or "(built in)"
+    return out
+
+
 # ---------------------------------------------------------------------- reruns
-def rerun_row(row: ResultRow, where: str = "rerun") -> Verdict:
-    """Run ``row``'s method again on its task with its seed and budget, end to end, and compare: the
-    verdict's problems say how the rerun's placement or evaluation count differ (empty: identical)."""
-    import agents
+def rerun_row(row: ResultRow, where: str = "rerun", trusted: Iterable[str] = ()) -> Verdict:
+    """Run ``row``'s method again on its task with its seed and budget, end to end, through the leaderboard's
+    own path (:func:`experiments.grid.run_cell`), and compare: the verdict's problems say how the rerun's
+    placement or evaluation count differ (empty: identical). A rerun that differs also says what differs
+    in how it was made, where the row records it: torch's CPU kernels, and the identity of each module
+    outside the project that the spec names (:func:`module_changes`).
+
+    A results file never makes validation import code: a row whose spec names a module outside the project
+    (:func:`untrusted_modules`) is rerun only if that module is in ``trusted`` (the modules the user named).
+    """
     from experiments.grid import run_cell
 
-    if method_name(row.method) not in agents.METHODS:  # a results file never makes validate import code
-        return Verdict(where, row, (f"cannot be rerun: {row.method!r} is not a registered method",))
+    untrusted = untrusted_modules(row.method, trusted)
+    if untrusted:
+        return Verdict(where, row, (
+            f"cannot be rerun: {row.method!r} is not a registered method of the project and names module "
+            f"{', '.join(map(repr, untrusted))}, not trusted (validate --trust-modules)",
+        ))  # fmt: skip
     try:
         again = run_cell(
             row.model, row.method, row.seed, row.budget, row.platform, row.backend, row.coarsening,
@@ -188,7 +231,33 @@ def rerun_row(row: ResultRow, where: str = "rerun") -> Verdict:
     made, now = row.versions.get("torch_cpu_kernels"), again.versions.get("torch_cpu_kernels")
     if problems and made is not None and now is not None and made != now:
         problems.append(f"the row was made with torch's {made} CPU kernels, the rerun ran {now} (see protocol.md)")
+    if problems:
+        problems += module_changes(row.versions, again.versions)
     return Verdict(where, row, tuple(problems), again.latency)
+
+
+def module_changes(made: dict[str, str], now: dict[str, str]) -> list[str]:
+    """One line for each outside module whose identity (``versions["module:<name>"]``,
+    :func:`placement_gym.results.module_versions`) differs between a row (``made``) and its rerun (``now``),
+    ``"the row was made with ppo_torch sha256 5bc33405a5b5..., the module imported now is sha256
+    0a1b2c3d4e5f..."`` (an installed module: ``"... stable_baselines3 from stable_baselines3==2.3.2 ..."``).
+    A row that records no module (made before rows recorded them) gives none."""
+    from placement_gym.results import MODULE_KEY
+
+    out = []
+    for key, was in made.items():
+        if not key.startswith(MODULE_KEY) or now.get(key) in (None, was):
+            continue
+        out.append(
+            f"the row was made with {key.removeprefix(MODULE_KEY)} {_module_text(was)}, the module imported now "
+            f"is {_module_text(now[key])}"
+        )
+    return out
+
+
+def _module_text(identity: str) -> str:
+    """A module's identity in a few words: ``sha256 <12 hex digits>...`` or ``from <dist>==<version>``."""
+    return f"sha256 {identity[7:19]}..." if identity.startswith("sha256:") else f"from {identity}"
 
 
 def wall_clock_bound(row: ResultRow) -> bool:
@@ -197,18 +266,32 @@ def wall_clock_bound(row: ResultRow) -> bool:
     return any(f"{name}=" in arguments for name in WALL_CLOCK_ARGUMENTS)
 
 
-def sample_rows(verdicts: Sequence[Verdict], n: int, seed: int = 0) -> list[Verdict]:
+def sample_rows(verdicts: Sequence[Verdict], n: int, seed: int = 0, trusted: Iterable[str] = ()) -> list[Verdict]:
     """``n`` accepted rows drawn without replacement with ``seed``, in file order; rows of methods stopped
-    by the wall clock (:func:`wall_clock_bound`), which are not expected to repeat, and of methods that are
-    not registered (validation never imports a module a results file names) are not drawn."""
-    import agents
-
-    pool = [
-        v for v in verdicts
-        if v.ok and v.row is not None and not wall_clock_bound(v.row) and method_name(v.row.method) in agents.METHODS
-    ]  # fmt: skip
+    by the wall clock (:func:`wall_clock_bound`), which are not expected to repeat, and rows whose spec names
+    a module that is neither the project's nor in ``trusted`` (:func:`untrusted_modules`; validation never
+    imports a module only because a results file names it) are not drawn."""
+    trusted = tuple(trusted)
+    pool = [v for v in _rerunnable(verdicts) if not untrusted_modules(v.row.method, trusted)]
     picks = np.random.default_rng(seed).choice(len(pool), size=min(n, len(pool)), replace=False)
     return [pool[i] for i in sorted(picks)]
+
+
+def _rerunnable(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The accepted rows that are expected to repeat (not stopped by the wall clock)."""
+    return [v for v in verdicts if v.ok and v.row is not None and not wall_clock_bound(v.row)]
+
+
+def left_out(verdicts: Sequence[Verdict], trusted: Iterable[str] = ()) -> dict[str, int]:
+    """How many accepted rows :func:`sample_rows` leaves out because their spec names a module that is not
+    trusted, by the first such module (``{"ppo_torch": 60}``)."""
+    trusted = tuple(trusted)
+    out: dict[str, int] = {}
+    for v in _rerunnable(verdicts):
+        untrusted = untrusted_modules(v.row.method, trusted)
+        if untrusted:
+            out[untrusted[0]] = out.get(untrusted[0], 0) + 1
+    return out
 
 
 # ---------------------------------------------------------------------- the verdict cache
@@ -377,6 +460,8 @@ class RerunSummary:
         other_cpu: Reruns that differ from a row made on another CPU (not checkable here).
         unknown_cpu: Reruns that differ from a row that records no CPU (not checkable here).
         made: Sampled rows per :func:`made_on` answer.
+        untrusted: Accepted rows left out of the sample because their spec names a module that is not
+            trusted, by that module (:func:`left_out`).
     """
 
     sampled: int
@@ -385,6 +470,7 @@ class RerunSummary:
     other_cpu: int
     unknown_cpu: int
     made: dict[str, int]
+    untrusted: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def unverified(self) -> int:
@@ -400,11 +486,24 @@ class RerunSummary:
         if self.unknown_cpu:
             text += f"; {self.unknown_cpu} differ but record no CPU (UNKNOWN-CPU, not checkable here)"
         made = ", ".join(f"{self.made.get(k, 0)} on {k}" for k in (THIS_CPU, OTHER_CPU, UNKNOWN_CPU))
-        return text + f"; rows made: {made}"
+        text += f"; rows made: {made}"
+        if self.untrusted:
+            modules = sorted(self.untrusted)
+            counts = ", ".join(f"{self.untrusted[m]} of {m}" for m in modules)
+            text += (
+                f"; {sum(self.untrusted.values())} accepted rows left out of the sample because their method's "
+                f"module is not trusted ({counts}; rerun them with --trust-modules {','.join(modules)})"
+            )
+        return text
 
 
-def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> RerunSummary:
+def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int, trusted: Iterable[str] = ()) -> RerunSummary:
     """Rerun ``n`` sampled accepted rows, print one line each and a summary (:class:`RerunSummary`).
+
+    ``trusted``: modules the user named (:func:`trust_modules`, already imported): rows whose spec names them
+    are drawn and rerun too; the summary counts the accepted rows left out for a module not trusted. A rerun
+    is never cached (the :class:`VerdictCache` holds single-row verdicts, which import no outside module), so
+    an edited module is always the one rerun.
 
     Each line starts with ``IDENTICAL``, ``DIFFERS`` (the rerun differs from a row made on this CPU, or
     could not run), ``OTHER-CPU`` (it differs from a row made on another CPU) or ``UNKNOWN-CPU`` (it differs
@@ -414,11 +513,12 @@ def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> RerunSummary
 
     here_versions = library_versions()
     here = here_versions["cpu_fingerprint"]
-    sample = sample_rows(verdicts, n, seed)
+    trusted = tuple(trusted)
+    sample = sample_rows(verdicts, n, seed, trusted)
     counts = {"identical": 0, "failed": 0, "other_cpu": 0, "unknown_cpu": 0}
     made_counts: dict[str, int] = {}
     for v in sample:
-        again = rerun_row(v.row, v.where)
+        again = rerun_row(v.row, v.where, trusted)
         r = v.row
         made = made_on(r, here)
         made_counts[made] = made_counts.get(made, 0) + 1
@@ -445,6 +545,6 @@ def rerun_sample(verdicts: Sequence[Verdict], n: int, seed: int) -> RerunSummary
                 f"UNKNOWN-CPU {v.where}: {cell}: {why} (the row records no CPU; "
                 f"this one: {_cpu_text(here_versions)})"
             )
-    summary = RerunSummary(len(sample), made=made_counts, **counts)
+    summary = RerunSummary(len(sample), made=made_counts, untrusted=left_out(verdicts, trusted), **counts)
     print(summary.line(seed))
     return summary

@@ -303,7 +303,7 @@ def _reruns_that_differ(monkeypatch, differ: set[int]):
     check_row = validation.check_row
     monkeypatch.setattr(validation, "check_row", lambda row, where, replayer, rerun=True: check_row(row, where, replayer, False))
 
-    def rerun_row(row, where="rerun"):
+    def rerun_row(row, where="rerun", trusted=()):
         problems = ("rerun places 3 of 40 groups elsewhere",) if row.seed in differ else ()
         return Verdict(where, row, problems, row.latency)
 

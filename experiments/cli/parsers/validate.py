@@ -21,6 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also rerun N sampled rows end to end, method included, and report those that differ",
     )  # fmt: skip
     parser.add_argument(
+        "--trust-modules", action="append", default=[], metavar="MODULE[,MODULE...]",
+        help="let --rerun draw and rerun rows of agents from these modules (ppo_torch, stable_baselines3; "
+        "repeatable, or comma-separated), imported as bench imports them: installed ones first, then the "
+        "current folder. Without it, rows whose method names a module outside the project are not rerun: "
+        "a results file never makes validate import code",
+    )  # fmt: skip
+    parser.add_argument(
         "--sample-seed", type=int, default=0, help="seed of the --rerun sample (default: 0)"
     )
     parser.add_argument(
