@@ -135,6 +135,18 @@ class PlacetoPolicy(nn.Module):
         self.bwd = nn.Linear(2 * hidden, hidden)
         self.head = nn.Sequential(nn.Linear(8 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_devices))
 
+    @staticmethod
+    def _linear_relu(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """``relu(layer(x))`` of a ``(B, G, in)`` input as ``(B, G, out)``.
+
+        A linear layer flattens a 3-D input to ``(B * G, in)`` rows for one matrix product and returns a
+        view of the result; ReLU in place on that view would make autograd clone and copy back the whole
+        gradient (``CopySlices``). Flattening here and applying ReLU in place to the product itself runs
+        the same product and the same ReLU backward without that copy.
+        """
+        b, g, _ = x.shape
+        return torch.relu_(layer(x.reshape(b * g, -1))).view(b, g, -1)
+
     def logits(
         self, graph: PlacetoGraph, placement: torch.Tensor, done: torch.Tensor, current: torch.Tensor
     ) -> torch.Tensor:
@@ -164,16 +176,16 @@ class PlacetoPolicy(nn.Module):
         # allocations: ``index_select`` is a plain copy (its backward adds edge by edge in edge order, as
         # indexing's does), and a linear layer's backward needs its input, not its output, so ReLU may
         # overwrite the output. tests/agents/test_systems.py checks the logits and gradients bit for bit.
-        h0 = torch.relu_(self.inp(state))
+        h0 = self._linear_relu(self.inp, state)
         src, dst = graph.edge_index
         in_deg = torch.bincount(dst, minlength=g).clamp(min=1).float().view(1, g, 1)
         out_deg = torch.bincount(src, minlength=g).clamp(min=1).float().view(1, g, 1)
         fwd = bwd = h0
         for _ in range(self.rounds):
             agg = torch.zeros_like(fwd).index_add_(1, dst, fwd.index_select(1, src)).div_(in_deg)  # parents
-            fwd = torch.relu_(self.fwd(torch.cat([fwd, agg], dim=-1)))
+            fwd = self._linear_relu(self.fwd, torch.cat([fwd, agg], dim=-1))
             agg = torch.zeros_like(bwd).index_add_(1, src, bwd.index_select(1, dst)).div_(out_deg)  # children
-            bwd = torch.relu_(self.bwd(torch.cat([bwd, agg], dim=-1)))
+            bwd = self._linear_relu(self.bwd, torch.cat([bwd, agg], dim=-1))
         emb = torch.cat([fwd, bwd], dim=-1)  # (B, G, 2H)
         pools = [emb[torch.arange(b), current]]
         for rel in (graph.ancestors, graph.descendants, graph.parallel):
