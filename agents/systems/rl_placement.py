@@ -193,14 +193,15 @@ class Seq2SeqPlacer(nn.Module):
         # The decoder's input is one of D + 1 device embeddings: project them once, not at every step.
         table = self.device_embedding.weight @ cell.weight_ih.T + cell.bias_ih  # (D + 1, 4H)
         actions, logps, ents = [], [], []
+        shared_enc = enc[0] if shared else None  # (T, H), selected once
         for t in range(t_len):
             gates = table[prev] + h @ cell.weight_hh.T + cell.bias_hh  # (k, 4H): input, forget, cell, output
             i, f, g, o = gates.chunk(4, dim=-1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(c)
             if shared:
-                weights = torch.softmax(self.attn(h) @ enc[0].T, dim=-1)  # (k, T)
-                context = weights @ enc[0]  # (k, H)
+                weights = torch.softmax(self.attn(h) @ shared_enc.T, dim=-1)  # (k, T)
+                context = weights @ shared_enc  # (k, H)
             else:
                 weights = torch.softmax(
                     torch.bmm(enc, self.attn(h).unsqueeze(-1)).squeeze(-1), dim=-1
