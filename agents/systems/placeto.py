@@ -117,6 +117,49 @@ class PlacetoGraph:
         return int(self.device_mask.shape[1])
 
 
+class _EdgeSum(torch.autograd.Function):
+    """``zeros.index_add_(1, dst, x.index_select(1, src))`` for ``x`` of shape ``(B, G, H)``: each node's
+    sum over its edges, added in edge order, and the gradient of that expression computed as autograd
+    computes it (``grad.index_select(1, dst)``, then ``zeros.index_add_(1, src, ...)``).
+
+    Gathering and scattering along the node dimension copies or adds ``B`` strided slices per edge; here
+    the same copies and additions run on the ``(B * G, H)`` rows, with the rows of sample ``b``'s edges in
+    edge order, so every sum takes its terms in the same order and the result has the same bits.
+    """
+
+    @staticmethod
+    def _rows(index: torch.Tensor, b: int, g: int) -> torch.Tensor:
+        return (torch.arange(b).view(-1, 1) * g + index.view(1, -1)).view(-1)
+
+    @staticmethod
+    def _gather_add(x: torch.Tensor, take: torch.Tensor, put: torch.Tensor) -> torch.Tensor:
+        b, g, h = x.shape
+        out = torch.zeros(b, g, h)
+        out.view(b * g, h).index_add_(0, put, x.reshape(b * g, h).index_select(0, take))
+        return out
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        b, g, _ = x.shape
+        rows_src, rows_dst = _EdgeSum._rows(src, b, g), _EdgeSum._rows(dst, b, g)
+        ctx.save_for_backward(rows_src, rows_dst)
+        return _EdgeSum._gather_add(x, rows_src, rows_dst)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        rows_src, rows_dst = ctx.saved_tensors
+        return _EdgeSum._gather_add(grad, rows_dst, rows_src), None, None
+
+
+def _edge_sum(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``zeros.index_add_(1, dst, x.index_select(1, src))``: with autograd (large batches of the update's
+    recomputation) as :class:`_EdgeSum`; without (the rollout's batches of ``K`` states, where building
+    the row indices costs more than the strided copies) as written."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _EdgeSum.apply(x, src, dst)
+    return torch.zeros_like(x).index_add_(1, dst, x.index_select(1, src))
+
+
 class PlacetoPolicy(nn.Module):
     """Message-passing state embedding, ancestor/descendant/parallel pooling and a device head.
 
@@ -173,18 +216,19 @@ class PlacetoPolicy(nn.Module):
             dim=-1,
         )  # (B, G, F + D + 2)
         # Same values as ``x[:, src]``, ``index_add`` and out-of-place ReLU and division, with fewer large
-        # allocations: ``index_select`` is a plain copy (its backward adds edge by edge in edge order, as
-        # indexing's does), and a linear layer's backward needs its input, not its output, so ReLU may
-        # overwrite the output. tests/agents/test_systems.py checks the logits and gradients bit for bit.
+        # allocations: gathering the edges' sources is a plain copy (its backward adds edge by edge in edge
+        # order, as indexing's does; see :func:`_edge_sum`), and a linear layer's backward needs its input,
+        # not its output, so ReLU may overwrite the output. tests/agents/test_systems.py checks the logits
+        # and gradients bit for bit.
         h0 = self._linear_relu(self.inp, state)
         src, dst = graph.edge_index
         in_deg = torch.bincount(dst, minlength=g).clamp(min=1).float().view(1, g, 1)
         out_deg = torch.bincount(src, minlength=g).clamp(min=1).float().view(1, g, 1)
         fwd = bwd = h0
         for _ in range(self.rounds):
-            agg = torch.zeros_like(fwd).index_add_(1, dst, fwd.index_select(1, src)).div_(in_deg)  # parents
+            agg = _edge_sum(fwd, src, dst).div_(in_deg)  # parents
             fwd = self._linear_relu(self.fwd, torch.cat([fwd, agg], dim=-1))
-            agg = torch.zeros_like(bwd).index_add_(1, src, bwd.index_select(1, dst)).div_(out_deg)  # children
+            agg = _edge_sum(bwd, dst, src).div_(out_deg)  # children
             bwd = self._linear_relu(self.bwd, torch.cat([bwd, agg], dim=-1))
         emb = torch.cat([fwd, bwd], dim=-1)  # (B, G, 2H)
         pools = [emb[torch.arange(b), current]]
