@@ -29,17 +29,22 @@ WHY: dict[frozenset[str], str] = {
 }
 
 
-#: Why the rows of a group in :data:`WHY` differ at a tier although the methods compute the same thing.
-DIFFER_WHY: dict[tuple[frozenset[str], str], str] = {
-    (frozenset({"ppo_gnn", "maskable_ppo_gnn"}), "large"): (
-        "the two were made on two machines, with other CPUs (a learned method's rows rerun exactly only on "
-        "the kind of CPU that made them, docs/protocol.md) and perhaps another torch_geometric version (rows "
-        "of that time do not record it). On the machine that made the `maskable_ppo_gnn` rows, `ppo_gnn` "
-        "gives the `maskable_ppo_gnn` row exactly, at the `ppo_gnn` rows' own commit too (checked on "
-        "`inception_v3/cpu-dgpu`, seed 0: 3857 evaluations, score 0.944, against 3821 and 0.956 in the "
-        "stored `ppo_gnn` row)"
-    ),
-}
+def _differ_reason(rows: Sequence[ResultRow], group: frozenset[str]) -> str:
+    """Why the rows of ``group`` may differ although the methods compute the same thing, from what the rows
+    record: the CPUs that made them (a learned method's rows rerun exactly only on the kind of CPU that made
+    them, docs/protocol.md)."""
+    cpus = {m: {r.versions.get("cpu_fingerprint") for r in rows if r.method == m} for m in sorted(group)}
+    made_on = set().union(*cpus.values())
+    if len(made_on) == 1 and None not in made_on:
+        return "no reason is recorded here (the rows were made on the same kind of CPU)"
+    made = "; ".join(
+        f"`{m}` on {', '.join(sorted('an unrecorded CPU' if c is None else f'CPU {c}' for c in found))}"
+        for m, found in cpus.items()
+    )
+    return (
+        f"the rows were not all made on one kind of CPU ({made}), and a learned method's rows rerun exactly "
+        "only on the kind of CPU that made them (docs/protocol.md)"
+    )
 
 
 def _fingerprint(row: ResultRow) -> tuple:
@@ -67,7 +72,7 @@ def _differing_cells(rows: Sequence[ResultRow], group: frozenset[str]) -> tuple[
     return sum(len(set(c.values())) > 1 for c in shared), len(shared)
 
 
-def note(rows: Sequence[ResultRow], tier: str | None = None) -> list[str]:
+def note(rows: Sequence[ResultRow]) -> list[str]:
     """Markdown lines naming each group of identical methods and why the page shows every row, and each
     group known to compute the same thing whose rows differ here, with how many cells differ and why."""
     lines = []
@@ -83,7 +88,7 @@ def note(rows: Sequence[ResultRow], tier: str | None = None) -> list[str]:
         differ, shared = _differing_cells(rows, group)
         if not differ:
             continue
-        reason = DIFFER_WHY.get((group, tier), "no reason is recorded here")
+        reason = _differ_reason(rows, group)
         names = " and ".join(f"`{m}`" for m in sorted(group))
         lines += [
             "",

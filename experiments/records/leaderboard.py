@@ -319,7 +319,7 @@ def tier_table(
             "",
             "Not ranked: " + "; ".join(f"{md_name(m)}: {why}" for m, why in sorted(left_out.items())) + ".",
         ]
-    lines += identical_methods.note(rows, tier)
+    lines += identical_methods.note(rows)
     short = {m: coverage(rs) for m, rs in sorted(by_method.items()) if not _complete(m, rs)}
     if short:
         lines += [

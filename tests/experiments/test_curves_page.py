@@ -77,11 +77,22 @@ def test_ppo_gnn_and_maskable_ppo_gnn_are_one_result_on_the_train_tasks_and_the_
     assert ["maskable_ppo_gnn", "ppo_gnn"] not in identical_methods.identical_groups(changed)
 
 
-def test_a_same_computation_pair_whose_rows_differ_is_named_with_the_cells_and_the_reason(standard):
+def test_a_same_computation_pair_whose_rows_differ_is_named_with_the_cells_and_the_cpus_that_made_them(standard):
+    def on_cpu(row, cpu):
+        return dataclasses.replace(row, versions={**row.versions, "cpu_fingerprint": cpu})
+
+    pair = [r for r in standard if r.method in ("ppo_gnn", "maskable_ppo_gnn")]
+    same_cpu = [on_cpu(r, "aaaaaaaaaaaa") for r in pair]
     changed = [dataclasses.replace(r, evaluations=r.evaluations - 1) if r.method == "ppo_gnn" and r.seed == 3 else r
-               for r in standard]  # fmt: skip
-    text = "\n".join(identical_methods.note(changed, "large"))
+               for r in same_cpu]  # fmt: skip
+    text = "\n".join(identical_methods.note(changed))
     assert "`maskable_ppo_gnn` and `ppo_gnn` compute the same thing" in text
-    assert "differ in 12 of the 60 cells both have" in text and "kind of CPU" in text
-    assert "no reason is recorded here" in "\n".join(identical_methods.note(changed, "standard"))
-    assert "rows differ" not in "\n".join(identical_methods.note(standard, "standard"))
+    assert "differ in 12 of the 60 cells both have" in text
+    assert "no reason is recorded here (the rows were made on the same kind of CPU)" in text
+    elsewhere = [on_cpu(r, "bbbbbbbbbbbb") if r.method == "ppo_gnn" and r.seed == 3 else r for r in changed]
+    text = "\n".join(identical_methods.note(elsewhere))
+    assert "`maskable_ppo_gnn` on CPU aaaaaaaaaaaa; `ppo_gnn` on CPU aaaaaaaaaaaa, CPU bbbbbbbbbbbb" in text
+    assert "kind of CPU that made them" in text
+    unrecorded = [on_cpu(r, None) if r.method == "maskable_ppo_gnn" else r for r in changed]
+    assert "`maskable_ppo_gnn` on an unrecorded CPU" in "\n".join(identical_methods.note(unrecorded))
+    assert "rows differ" not in "\n".join(identical_methods.note(same_cpu))
